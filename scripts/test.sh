@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Build attnx and run its tests in three configurations:
+#
+#   gcc    build/gcc    g++,     RelWithDebInfo, all tests
+#   clang  build/clang  clang++, RelWithDebInfo, all tests
+#   asan   build/asan   g++, -O1 -g, ATTNX_SANITIZE=address,undefined,
+#                       unit and example tests only
+#
+#   scripts/test.sh                 all three
+#   scripts/test.sh gcc|clang|asan  one of them
+#
+# On Debian/Ubuntu it first checks the packages it needs (cmake, g++, clang,
+# libboost-dev, libboost-test-dev; ninja-build is used when present) and,
+# when run as root, installs the missing ones with apt-get.
+#
+# It goes on through every configuration even when one fails, prints a
+# summary, and ends with the line 'N passed, N failed' (ctest's counts over
+# all configurations; a configuration that fails to configure or build
+# counts one failure more). Exit status: 0 only if nothing failed and at
+# least one test ran.
+#
+# Environment: ATTNX_JOBS (default: nproc) parallel build jobs and tests.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$ROOT" || exit 1
+
+usage() {
+  sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
+
+CONFIGS=(gcc clang asan)
+if [ $# -gt 1 ]; then
+  usage >&2
+  exit 2
+elif [ $# -eq 1 ]; then
+  case "$1" in
+    gcc|clang|asan) CONFIGS=("$1") ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "test.sh: unknown configuration '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+fi
+
+# --- Debian packages ---------------------------------------------------------
+ensure_packages() {
+  local missing=() p
+  if ! command -v dpkg >/dev/null 2>&1; then
+    echo "test.sh: dpkg not found (not Debian?); not checking packages: $*" >&2
+    return 0
+  fi
+  for p in "$@"; do
+    if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: missing Debian packages: ${missing[*]}" >&2
+    echo "test.sh: install them with:" >&2
+    echo "  sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "test.sh: installing missing Debian packages: ${missing[*]}"
+  if ! apt-get update; then
+    echo "test.sh: apt-get update failed" >&2
+    exit 1
+  fi
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"; then
+    echo "test.sh: apt-get install ${missing[*]} failed" >&2
+    exit 1
+  fi
+}
+
+packages=(cmake g++ libboost-dev libboost-test-dev)
+for c in "${CONFIGS[@]}"; do
+  if [ "$c" = clang ]; then packages+=(clang); fi
+done
+ensure_packages "${packages[@]}"
+
+# --- common settings -----------------------------------------------------------
+JOBS="${ATTNX_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+if command -v ninja >/dev/null 2>&1; then
+  GENERATOR=Ninja
+  KEEP_GOING=(-k 0)
+else
+  GENERATOR="Unix Makefiles"
+  KEEP_GOING=(-k)
+fi
+
+TOTAL_PASSED=0
+TOTAL_FAILED=0
+SUMMARY=()
+
+# run_config NAME CXX CTEST_EXCLUDE_REGEX CMAKE_ARGS...
+run_config() {
+  local name="$1" cxx="$2" exclude="$3"
+  shift 3
+  local dir="build/$name"
+  local t0 t_conf=0 t_build=0 t_test=0
+  local status="ok" passed=0 failed=0 total=0 note=""
+
+  echo
+  echo "=================================================================="
+  echo "== $name: $dir ($cxx, $GENERATOR)"
+  echo "=================================================================="
+
+  # A build directory made with another generator, compiler or checkout
+  # cannot simply be reconfigured: start it afresh.
+  if [ -f "$dir/CMakeCache.txt" ]; then
+    if ! grep -qxF "CMAKE_GENERATOR:INTERNAL=$GENERATOR" "$dir/CMakeCache.txt" ||
+       ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$ROOT" "$dir/CMakeCache.txt" ||
+       [ "$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt")" != "$(command -v "$cxx")" ]; then
+      echo "-- $name: removing stale $dir"
+      rm -rf "$dir"
+    fi
+  fi
+
+  t0=$SECONDS
+  if ! cmake -S . -B "$dir" -G "$GENERATOR" -DCMAKE_CXX_COMPILER="$cxx" \
+       -DATTNX_BUILD_TESTS=ON -DATTNX_BUILD_EXAMPLES=ON -DATTNX_BUILD_BENCH=OFF "$@"; then
+    t_conf=$((SECONDS - t0))
+    SUMMARY+=("$(printf '%-6s FAILED: configure failed (configure %ds)' "$name" "$t_conf")")
+    TOTAL_FAILED=$((TOTAL_FAILED + 1))
+    return
+  fi
+  t_conf=$((SECONDS - t0))
+
+  t0=$SECONDS
+  local build_ok=1
+  if ! cmake --build "$dir" -j "$JOBS" -- "${KEEP_GOING[@]}"; then
+    build_ok=0
+    status="FAILED"
+    note="build failed; "
+  fi
+  t_build=$((SECONDS - t0))
+
+  t0=$SECONDS
+  local log="$dir/ctest-summary.log" ctest_args=(--test-dir "$dir" --output-on-failure -j "$JOBS")
+  if [ -n "$exclude" ]; then
+    ctest_args+=(-LE "$exclude")
+  fi
+  echo "-- $name: ctest ${ctest_args[*]}"
+  if ! ctest "${ctest_args[@]}" 2>&1 | tee "$log"; then
+    status="FAILED"
+  fi
+  t_test=$((SECONDS - t0))
+
+  # "95% tests passed, 1 tests failed out of 20"
+  local line
+  line="$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)"
+  if [ -n "$line" ]; then
+    failed="$(sed -E 's/.*, ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")"
+    total="$(sed -E 's/.*, ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")"
+    passed=$((total - failed))
+  else
+    note+="ctest ran no test; "
+  fi
+  if [ "$build_ok" -eq 0 ] && [ "$failed" -eq 0 ]; then
+    failed=1   # the build failure itself
+  fi
+  if [ "$failed" -gt 0 ]; then
+    status="FAILED"
+  fi
+
+  TOTAL_PASSED=$((TOTAL_PASSED + passed))
+  TOTAL_FAILED=$((TOTAL_FAILED + failed))
+  SUMMARY+=("$(printf '%-6s %-6s %3d passed, %3d failed  %s(configure %ds, build %ds, test %ds)' \
+    "$name" "$status" "$passed" "$failed" "$note" "$t_conf" "$t_build" "$t_test")")
+}
+
+for c in "${CONFIGS[@]}"; do
+  case "$c" in
+    gcc)
+      run_config gcc g++ "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNX_SANITIZE= ;;
+    clang)
+      run_config clang clang++ "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNX_SANITIZE= ;;
+    asan)
+      run_config asan g++ "compile_fail|install" \
+        -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+        -DATTNX_SANITIZE=address,undefined ;;
+  esac
+done
+
+echo
+echo "=================================================================="
+echo "== summary"
+echo "=================================================================="
+for s in "${SUMMARY[@]}"; do
+  echo "$s"
+done
+if [ $((TOTAL_PASSED + TOTAL_FAILED)) -eq 0 ]; then
+  echo "test.sh: no test ran"
+fi
+echo "$TOTAL_PASSED passed, $TOTAL_FAILED failed"
+
+if [ "$TOTAL_FAILED" -ne 0 ] || [ "$TOTAL_PASSED" -eq 0 ]; then
+  exit 1
+fi
+exit 0
