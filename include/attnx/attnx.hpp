@@ -1,0 +1,20 @@
+// attnx: compile-time expression templates for transformer attention. The one header to include.
+#pragma once
+
+#include "attnx/config.hpp"
+#include "attnx/math/constexpr_math.hpp"
+#include "attnx/shape/axis.hpp"
+#include "attnx/shape/errors.hpp"
+#include "attnx/shape/shape.hpp"
+#include "attnx/tensor/storage.hpp"
+#include "attnx/expr/expression.hpp"
+#include "attnx/tensor/tensor.hpp"
+#include "attnx/tensor/view.hpp"
+#include "attnx/expr/elementwise.hpp"
+#include "attnx/expr/matmul.hpp"
+#include "attnx/expr/reduce.hpp"
+#include "attnx/expr/mask.hpp"
+#include "attnx/eval/evaluator.hpp"
+#include "attnx/eval/assign.hpp"
+#include "attnx/attention.hpp"
+#include "attnx/io.hpp"

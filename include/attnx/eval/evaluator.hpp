@@ -1,0 +1,338 @@
+// attnx: evaluators, one per node. A node says WHAT is computed; its evaluator says HOW.
+//
+// The protocol (every evaluator has it):
+//   evaluator<E> ev(expr);   // may materialise operands that need random access (see below)
+//   ev.begin_row(r);         // r: row index of E's shape, all axes but the last flattened row-major
+//   ev.at(j);                // element j of that row, j < shape::cols
+// Element-wise evaluators forward begin_row and compose at(): a chain of them is one loop, no
+// temporaries. Row-wise evaluators (matmul, reductions, softmax) compute the whole row into a buffer
+// of one row in begin_row, and at() reads it. The only operands ever materialised whole are the
+// right-hand side of a matrix product (and the operand of a transpose evaluated on its own) when
+// they are not already in memory: they are read at random, and recomputing them per row would cost
+// a factor of the row count. Why each expression becomes the loop it becomes is summarised in
+// docs/design.md.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+
+#include "attnx/expr/elementwise.hpp"
+#include "attnx/expr/expression.hpp"
+#include "attnx/expr/mask.hpp"
+#include "attnx/expr/matmul.hpp"
+#include "attnx/expr/reduce.hpp"
+#include "attnx/tensor/storage.hpp"
+#include "attnx/tensor/tensor.hpp"
+
+namespace attnx {
+
+template <class E>
+struct evaluator;
+
+// ---- terminals: tensors, tensor_refs, views -------------------------------------------------
+template <dense_terminal E>
+struct evaluator<E> {
+  using T = value_t<E>;
+  static constexpr std::size_t cols = shape_of_t<E>::cols;
+  constexpr explicit evaluator(const E& e) noexcept : base(e.data()), row(base) {}
+  constexpr void begin_row(std::size_t r) noexcept { row = base + r * cols; }
+  constexpr T at(std::size_t j) const noexcept { return row[j]; }
+  const T* base;
+  const T* row;
+};
+
+template <class T>
+struct evaluator<scalar<T>> {
+  constexpr explicit evaluator(const scalar<T>& s) noexcept : v(s.value()) {}
+  constexpr void begin_row(std::size_t) noexcept {}
+  constexpr T at(std::size_t) const noexcept { return v; }
+  T v;
+};
+
+// ---- broadcasting: an operand of shape From read as shape To --------------------------------
+namespace detail {
+template <class From, class To>
+struct broadcast_map {
+  static constexpr std::size_t lead = To::rank > 0 ? To::rank - 1 : 0;  // leading axes of To
+  static constexpr std::size_t off = To::rank - From::rank;              // From's axes start here
+  // For each leading axis of To: its extent, and the stride of the matching From row index (0 when
+  // From has no such axis or extent 1 there).
+  static constexpr auto table = [] {
+    struct t {
+      std::array<std::size_t, lead + 1> ext{}, stride{};
+    } out;
+    std::size_t s = 1;
+    for (std::size_t k = lead; k-- > 0;) {
+      out.ext[k] = To::extents[k];
+      if (k >= off) {
+        const std::size_t fe = From::extents[k - off];
+        out.stride[k] = fe == 1 ? 0 : s;
+        s *= fe;
+      }
+    }
+    return out;
+  }();
+  static constexpr bool stretch_cols = From::cols == 1 && To::cols != 1;
+  static constexpr std::size_t row(std::size_t r) noexcept {
+    std::size_t fr = 0;
+    for (std::size_t k = lead; k-- > 0;) {
+      fr += (r % table.ext[k]) * table.stride[k];
+      r /= table.ext[k];
+    }
+    return fr;
+  }
+};
+
+template <class From, class To>
+constexpr bool same_extents() {
+  if constexpr (From::rank != To::rank) {
+    return false;
+  } else {
+    return From::extents == To::extents;
+  }
+}
+template <class From, class To>
+inline constexpr bool same_extents_v = same_extents<From, To>();
+}  // namespace detail
+
+template <class To, class E>
+struct broadcast_evaluator {
+  using map = detail::broadcast_map<shape_of_t<E>, To>;
+  constexpr explicit broadcast_evaluator(const E& e) : ev(e) {}
+  constexpr void begin_row(std::size_t r) { ev.begin_row(map::row(r)); }
+  constexpr auto at(std::size_t j) const { return ev.at(map::stretch_cols ? 0 : j); }
+  evaluator<E> ev;
+};
+
+// The evaluator of an operand of E read in the shape To.
+template <class To, class E>
+using operand_evaluator =
+    std::conditional_t<detail::same_extents_v<shape_of_t<E>, To>, evaluator<E>, broadcast_evaluator<To, E>>;
+
+// ---- element-wise -----------------------------------------------------------------------------
+template <class Op, class A>
+struct evaluator<unary_expr<Op, A>> {
+  constexpr explicit evaluator(const unary_expr<Op, A>& e) : a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) { a.begin_row(r); }
+  constexpr auto at(std::size_t j) const { return Op{}(a.at(j)); }
+  evaluator<A> a;
+};
+
+template <class Op, class A, class B>
+struct evaluator<binary_expr<Op, A, B>> {
+  using S = shape_of_t<binary_expr<Op, A, B>>;
+  using T = value_t<binary_expr<Op, A, B>>;
+  constexpr explicit evaluator(const binary_expr<Op, A, B>& e) : a(e.lhs()), b(e.rhs()) {}
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    b.begin_row(r);
+  }
+  constexpr T at(std::size_t j) const { return Op{}(static_cast<T>(a.at(j)), static_cast<T>(b.at(j))); }
+  operand_evaluator<S, A> a;
+  operand_evaluator<S, B> b;
+};
+
+// ---- operands read at random: in memory already, or materialised once ------------------------
+template <class E>
+struct dense_operand {
+  constexpr explicit dense_operand(const E& e) : t(e) {}
+  constexpr const value_t<E>* data() const noexcept { return t.data(); }
+  result_t<E> t;
+};
+template <dense_terminal E>
+struct dense_operand<E> {
+  constexpr explicit dense_operand(const E& e) noexcept : p(e.data()) {}
+  constexpr const value_t<E>* data() const noexcept { return p; }
+  const value_t<E>* p;
+};
+
+// The right operand of a product: B itself, or, for B = transpose(C), C read transposed (so
+// Q * transpose(K) reads rows of K: dot products of contiguous rows).
+template <class B>
+struct rhs_operand {
+  static constexpr bool transposed = false;
+  using source = B;
+  static constexpr const B& get(const B& b) noexcept { return b; }
+};
+template <class C>
+struct rhs_operand<transpose_expr<C>> {
+  static constexpr bool transposed = true;
+  using source = C;
+  static constexpr const C& get(const transpose_expr<C>& b) noexcept { return b.operand(); }
+};
+
+// ---- row-wise: matrix product -----------------------------------------------------------------
+template <class A, class B>
+struct evaluator<matmul_expr<A, B>> {
+  using T = value_t<matmul_expr<A, B>>;
+  using SA = shape_of_t<A>;
+  using SB = shape_of_t<B>;
+  using R = rhs_operand<B>;
+  static constexpr std::size_t M = SA::extents[SA::rank - 2];
+  static constexpr std::size_t K = SA::cols;
+  static constexpr std::size_t N = SB::cols;
+  static constexpr bool batched_rhs = SB::rank > 2;
+
+  constexpr explicit evaluator(const matmul_expr<A, B>& e) : a(e.lhs()), b(R::get(e.rhs())) {}
+
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    T* arow = abuf.data();
+    for (std::size_t k = 0; k < K; ++k) arow[k] = static_cast<T>(a.at(k));
+    const auto* bm = b.data() + (batched_rhs ? (r / M) * K * N : 0);
+    T* o = out.data();
+    if constexpr (R::transposed) {  // bm is N x K: out[j] = <arow, row j>
+      for (std::size_t j = 0; j < N; ++j) {
+        const auto* brow = bm + j * K;
+        T s = 0;
+        for (std::size_t k = 0; k < K; ++k) s += arow[k] * static_cast<T>(brow[k]);
+        o[j] = s;
+      }
+    } else {  // bm is K x N: out += arow[k] * row k
+      for (std::size_t j = 0; j < N; ++j) o[j] = 0;
+      for (std::size_t k = 0; k < K; ++k) {
+        const T ak = arow[k];
+        const auto* brow = bm + k * N;
+        for (std::size_t j = 0; j < N; ++j) o[j] += ak * static_cast<T>(brow[j]);
+      }
+    }
+  }
+  constexpr T at(std::size_t j) const { return out.data()[j]; }
+
+  evaluator<A> a;
+  dense_operand<typename R::source> b;
+  storage<T, K> abuf{uninitialized};
+  storage<T, N> out{uninitialized};
+};
+
+// ---- transpose evaluated on its own (not as a product's rhs): strided reads ------------------
+template <class A>
+struct evaluator<transpose_expr<A>> {
+  using S = shape_of_t<A>;  // (..., P, Q); the result is (..., Q, P)
+  static constexpr std::size_t P = S::extents[S::rank - 2];
+  static constexpr std::size_t Q = S::cols;
+  constexpr explicit evaluator(const transpose_expr<A>& e) : src(e.operand()) {}
+  constexpr void begin_row(std::size_t r) { col = src.data() + (r / Q) * P * Q + (r % Q); }
+  constexpr auto at(std::size_t j) const { return col[j * Q]; }
+  dense_operand<A> src;
+  const value_t<A>* col = nullptr;
+};
+
+// ---- row-wise: reductions ---------------------------------------------------------------------
+template <class Op, class A>
+struct evaluator<reduce_expr<Op, A>> {
+  using T = value_t<A>;
+  static constexpr std::size_t N = shape_of_t<A>::cols;
+  constexpr explicit evaluator(const reduce_expr<Op, A>& e) : a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    T acc = Op::template init<T>();
+    for (std::size_t j = 0; j < N; ++j) acc = Op{}(acc, static_cast<T>(a.at(j)));
+    v = acc;
+  }
+  constexpr T at(std::size_t) const { return v; }
+  evaluator<A> a;
+  T v{};
+};
+
+// ---- row-wise: softmax --------------------------------------------------------------------------
+template <class A>
+struct evaluator<softmax_expr<A>> {
+  using T = value_t<A>;
+  static constexpr std::size_t N = shape_of_t<A>::cols;
+  constexpr explicit evaluator(const softmax_expr<A>& e) : a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    T* w = buf.data();
+    T m = ops::row_max::init<T>();
+    for (std::size_t j = 0; j < N; ++j) {
+      w[j] = static_cast<T>(a.at(j));
+      m = ops::row_max{}(m, w[j]);
+    }
+    constexpr T inf = std::numeric_limits<T>::infinity();
+    if (m != m) {  // NaN anywhere: the whole row is NaN
+      for (std::size_t j = 0; j < N; ++j) w[j] = std::numeric_limits<T>::quiet_NaN();
+    } else if (m == -inf) {  // every key blocked: no weight anywhere
+      for (std::size_t j = 0; j < N; ++j) w[j] = 0;
+    } else if (m == inf) {  // the limit of softmax: +inf entries share the weight
+      T count = 0;
+      for (std::size_t j = 0; j < N; ++j) count += w[j] == inf ? T(1) : T(0);
+      for (std::size_t j = 0; j < N; ++j) w[j] = w[j] == inf ? T(1) / count : T(0);
+    } else {
+      T sum = 0;
+      for (std::size_t j = 0; j < N; ++j) {
+        w[j] = math::exp(w[j] - m);
+        sum += w[j];
+      }
+      for (std::size_t j = 0; j < N; ++j) w[j] /= sum;
+    }
+  }
+  constexpr T at(std::size_t j) const { return buf.data()[j]; }
+  evaluator<A> a;
+  storage<T, N> buf{uninitialized};
+};
+
+// ---- masks ----------------------------------------------------------------------------------------
+template <class A, class Kind>
+struct evaluator<masked_expr<A, Kind>> {
+  using E = masked_expr<A, Kind>;
+  using S = shape_of_t<E>;
+  using T = value_t<E>;
+  static constexpr std::size_t Lq = S::extents[S::rank - 2];
+  static constexpr std::size_t Lk = S::cols;
+
+  constexpr explicit evaluator(const E& e) : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind())) {}
+
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    if constexpr (is_causal) {
+      const auto i = static_cast<std::ptrdiff_t>(r % Lq);
+      limit = Kind::alignment == causal_alignment::top_left
+                  ? i + 1
+                  : i + 1 + static_cast<std::ptrdiff_t>(Lk) - static_cast<std::ptrdiff_t>(Lq);
+    } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
+      limit = static_cast<std::ptrdiff_t>(kind.lengths[r / (S::rows / kind.count)]);
+    } else if constexpr (is_bool) {
+      m.begin_row(r);
+    }
+  }
+  constexpr T at(std::size_t j) const {
+    if constexpr (is_bool) {
+      return m.at(j) ? static_cast<T>(a.at(j)) : fill;
+    } else if constexpr (is_padding) {
+      return j < Kind::length ? static_cast<T>(a.at(j)) : fill;
+    } else {
+      return static_cast<std::ptrdiff_t>(j) < limit ? static_cast<T>(a.at(j)) : fill;
+    }
+  }
+
+  template <class X> struct is_bool_kind : std::false_type {};
+  template <class M> struct is_bool_kind<bool_mask<M>> : std::true_type {};
+  template <class X> struct is_causal_kind : std::false_type {};
+  template <causal_alignment Al> struct is_causal_kind<causal_mask<Al>> : std::true_type {};
+  template <class X> struct is_padding_kind : std::false_type {};
+  template <std::size_t L> struct is_padding_kind<key_padding_mask<L>> : std::true_type {};
+  static constexpr bool is_bool = is_bool_kind<Kind>::value;
+  static constexpr bool is_causal = is_causal_kind<Kind>::value;
+  static constexpr bool is_padding = is_padding_kind<Kind>::value;
+
+  struct no_mask {
+    constexpr void begin_row(std::size_t) {}
+    constexpr bool at(std::size_t) const { return true; }
+  };
+  template <class X> struct mask_evaluator { using type = no_mask; };
+  template <class M> struct mask_evaluator<bool_mask<M>> { using type = operand_evaluator<S, M>; };
+  static constexpr auto mask_of(const Kind& k) {
+    if constexpr (is_bool) return typename mask_evaluator<Kind>::type(k.mask);
+    else return no_mask{};
+  }
+
+  evaluator<A> a;
+  Kind kind;
+  T fill;
+  typename mask_evaluator<Kind>::type m;
+  std::ptrdiff_t limit = 0;
+};
+
+}  // namespace attnx

@@ -1,0 +1,158 @@
+// attnx: element-wise nodes (+ - x / with broadcasting, scalars, exp, tanh, ...).
+//
+// Element-wise nodes never compute anything themselves: their evaluator composes the operands'
+// element accessors, so a chain like exp(a - b) * 2 + c becomes one loop with no temporaries.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/expr/expression.hpp"
+#include "attnx/math/constexpr_math.hpp"
+#include "attnx/shape/errors.hpp"
+#include "attnx/shape/shape.hpp"
+
+namespace attnx {
+
+namespace ops {
+struct plus { template <class A, class B> constexpr auto operator()(A a, B b) const { return a + b; } };
+struct minus { template <class A, class B> constexpr auto operator()(A a, B b) const { return a - b; } };
+struct multiplies { template <class A, class B> constexpr auto operator()(A a, B b) const { return a * b; } };
+struct divides { template <class A, class B> constexpr auto operator()(A a, B b) const { return a / b; } };
+struct negate { template <class A> constexpr A operator()(A a) const { return -a; } };
+struct exp { template <class A> constexpr A operator()(A a) const { return math::exp(a); } };
+struct log { template <class A> constexpr A operator()(A a) const { return math::log(a); } };
+struct tanh { template <class A> constexpr A operator()(A a) const { return math::tanh(a); } };
+struct sqrt { template <class A> constexpr A operator()(A a) const { return math::sqrt(a); } };
+struct abs { template <class A> constexpr A operator()(A a) const { return a < A(0) ? -a : a; } };
+struct square { template <class A> constexpr A operator()(A a) const { return a * a; } };
+}  // namespace ops
+
+template <class Op, class A>
+class unary_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = shape_of_t<A>;
+  constexpr explicit unary_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+template <class Op, class A, class B>
+class binary_expr : public expression_tag {
+ public:
+  using value_type = std::common_type_t<value_t<A>, value_t<B>>;
+  using shape_type = broadcast_shape_t<shape_of_t<A>, shape_of_t<B>>;
+  constexpr binary_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
+  constexpr const A& lhs() const noexcept { return a_; }
+  constexpr const B& rhs() const noexcept { return b_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_, &b_); }
+
+ private:
+  A a_;
+  B b_;
+};
+
+namespace rules {
+// The broadcasting rule, right-aligned: per axis, equal extents (with unifiable names) or one of them 1.
+// Returns the first offending axis of the result, or the result's rank when there is none.
+template <class A, class B>
+constexpr std::size_t first_broadcast_mismatch(bool names) {
+  constexpr std::size_t R = A::rank > B::rank ? A::rank : B::rank;
+  std::size_t bad = R;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((bad == R && [&] {
+       using X = detail::aligned_axis_t<A, R, I>;
+       using Y = detail::aligned_axis_t<B, R, I>;
+       if (names) return X::extent == Y::extent && !names_unify_v<typename X::name, typename Y::name>;
+       return X::extent != Y::extent && X::extent != 1 && Y::extent != 1;
+     }() ? (bad = I, 0) : 0),
+     ...);
+  }(std::make_index_sequence<R>{});
+  return bad;
+}
+
+template <class A, class B>
+constexpr void check_elementwise() {
+  constexpr std::size_t R = A::rank > B::rank ? A::rank : B::rank;
+  constexpr std::size_t e = first_broadcast_mismatch<A, B>(false);
+  constexpr std::size_t n = first_broadcast_mismatch<A, B>(true);
+  using EX = detail::aligned_axis_t<A, R, (e < R ? e : 0)>;
+  using EY = detail::aligned_axis_t<B, R, (e < R ? e : 0)>;
+  static_assert(e == R || error::holds<error::elementwise_extents_differ<error::axis_index<e>, error::lhs_extent<EX::extent>,
+                                                                         error::rhs_extent<EY::extent>>>,
+                "attnx: element-wise operation: the operands' extents differ on an axis where neither is 1");
+  using NX = detail::aligned_axis_t<A, R, (n < R ? n : 0)>;
+  using NY = detail::aligned_axis_t<B, R, (n < R ? n : 0)>;
+  static_assert(e < R || n == R ||
+                    error::holds<error::elementwise_axes_differ<error::axis_index<n>, error::lhs_axis<typename NX::name>,
+                                                                error::rhs_axis<typename NY::name>>>,
+                "attnx: element-wise operation: the operands' axis names differ");
+}
+}  // namespace rules
+
+template <class Op, class A, class B>
+constexpr auto make_binary(A&& a, B&& b) {
+  rules::check_elementwise<shape_of_t<A>, shape_of_t<B>>();
+  return binary_expr<Op, stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+}
+template <class Op, class A>
+constexpr auto make_unary(A&& a) {
+  return unary_expr<Op, stored_t<A>>(store(std::forward<A>(a)));
+}
+
+template <class S>
+concept arithmetic = std::is_arithmetic_v<std::remove_cvref_t<S>>;
+
+// Expression (op) expression, element-wise with broadcasting. (`*` between two expressions is the
+// matrix product: see matmul.hpp; the element-wise product is hadamard(a, b).)
+template <expression A, expression B>
+constexpr auto operator+(A&& a, B&& b) { return make_binary<ops::plus>(std::forward<A>(a), std::forward<B>(b)); }
+template <expression A, expression B>
+constexpr auto operator-(A&& a, B&& b) { return make_binary<ops::minus>(std::forward<A>(a), std::forward<B>(b)); }
+template <expression A, expression B>
+constexpr auto operator/(A&& a, B&& b) { return make_binary<ops::divides>(std::forward<A>(a), std::forward<B>(b)); }
+template <expression A, expression B>
+constexpr auto hadamard(A&& a, B&& b) { return make_binary<ops::multiplies>(std::forward<A>(a), std::forward<B>(b)); }
+
+// Expression (op) number: the number becomes a scalar of the expression's element type.
+template <expression A, arithmetic S>
+constexpr auto operator+(A&& a, S s) { return std::forward<A>(a) + scalar<value_t<A>>(static_cast<value_t<A>>(s)); }
+template <expression A, arithmetic S>
+constexpr auto operator+(S s, A&& a) { return scalar<value_t<A>>(static_cast<value_t<A>>(s)) + std::forward<A>(a); }
+template <expression A, arithmetic S>
+constexpr auto operator-(A&& a, S s) { return std::forward<A>(a) - scalar<value_t<A>>(static_cast<value_t<A>>(s)); }
+template <expression A, arithmetic S>
+constexpr auto operator-(S s, A&& a) { return scalar<value_t<A>>(static_cast<value_t<A>>(s)) - std::forward<A>(a); }
+template <expression A, arithmetic S>
+constexpr auto operator*(A&& a, S s) { return hadamard(std::forward<A>(a), scalar<value_t<A>>(static_cast<value_t<A>>(s))); }
+template <expression A, arithmetic S>
+constexpr auto operator*(S s, A&& a) { return hadamard(std::forward<A>(a), scalar<value_t<A>>(static_cast<value_t<A>>(s))); }
+template <expression A, arithmetic S>
+constexpr auto operator/(A&& a, S s) { return std::forward<A>(a) / scalar<value_t<A>>(static_cast<value_t<A>>(s)); }
+template <expression A, arithmetic S>
+constexpr auto operator/(S s, A&& a) { return scalar<value_t<A>>(static_cast<value_t<A>>(s)) / std::forward<A>(a); }
+template <expression A>
+constexpr auto operator-(A&& a) { return make_unary<ops::negate>(std::forward<A>(a)); }
+
+// Multiplication by a number: scale(S, 0.5).
+template <expression A, arithmetic S>
+constexpr auto scale(A&& a, S s) { return std::forward<A>(a) * s; }
+// Division by a temperature: smaller tau, sharper softmax.
+template <expression A, arithmetic S>
+constexpr auto temperature(A&& a, S tau) { return std::forward<A>(a) / tau; }
+
+template <expression A> constexpr auto exp(A&& a) { return make_unary<ops::exp>(std::forward<A>(a)); }
+template <expression A> constexpr auto log(A&& a) { return make_unary<ops::log>(std::forward<A>(a)); }
+template <expression A> constexpr auto tanh(A&& a) { return make_unary<ops::tanh>(std::forward<A>(a)); }
+template <expression A> constexpr auto sqrt(A&& a) { return make_unary<ops::sqrt>(std::forward<A>(a)); }
+template <expression A> constexpr auto abs(A&& a) { return make_unary<ops::abs>(std::forward<A>(a)); }
+template <expression A> constexpr auto square(A&& a) { return make_unary<ops::square>(std::forward<A>(a)); }
+
+}  // namespace attnx

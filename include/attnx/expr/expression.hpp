@@ -1,0 +1,92 @@
+// attnx: what an expression is, and what it holds.
+//
+// THE OWNERSHIP RULE (see docs/design.md):
+//   * an lvalue owning tensor is held by reference (attnx::tensor_ref): it must outlive the expression;
+//   * everything else is held by value: rvalue tensors are moved in and owned, views are copied (a view
+//     is a pointer; the user memory it names must outlive the expression), sub-expressions are copied
+//     or moved (they are small: they hold references, views, scalars or owned temporaries).
+// So `auto e = X * W;` never dangles as long as X and W (named tensors) live, and
+// `auto e = make_tensor() * W;` owns its first operand.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "attnx/shape/shape.hpp"
+
+namespace attnx {
+
+// Every node and terminal derives from this tag.
+struct expression_tag {};
+
+template <class E>
+concept expression = std::derived_from<std::remove_cvref_t<E>, expression_tag>;
+
+template <class E>
+using value_t = typename std::remove_cvref_t<E>::value_type;
+template <class E>
+using shape_of_t = typename std::remove_cvref_t<E>::shape_type;
+
+template <class T, class Shape>
+class basic_tensor;
+
+// An lvalue tensor inside an expression.
+template <class T, class Shape>
+class tensor_ref : public expression_tag {
+ public:
+  using value_type = T;
+  using shape_type = Shape;
+  constexpr explicit tensor_ref(const basic_tensor<T, Shape>& t) noexcept : t_(&t) {}
+  constexpr const T* data() const noexcept { return t_->data(); }
+
+ private:
+  const basic_tensor<T, Shape>* t_;
+};
+
+namespace detail {
+template <class E>
+struct is_tensor : std::false_type {};
+template <class T, class S>
+struct is_tensor<basic_tensor<T, S>> : std::true_type {};
+}  // namespace detail
+
+template <class E>
+inline constexpr bool is_tensor_v = detail::is_tensor<std::remove_cvref_t<E>>::value;
+
+// What a node stores for an operand passed as E&& (E deduced by forwarding).
+template <class E>
+using stored_t = std::conditional_t<is_tensor_v<E> && std::is_lvalue_reference_v<E>,
+                                    tensor_ref<value_t<E>, shape_of_t<E>>, std::remove_cvref_t<E>>;
+
+template <class E>
+constexpr stored_t<E> store(E&& e) {
+  if constexpr (is_tensor_v<E> && std::is_lvalue_reference_v<E>) {
+    return stored_t<E>(e);
+  } else {
+    return std::forward<E>(e);
+  }
+}
+
+// Terminals: expressions whose elements sit in memory, row-major and contiguous, reachable
+// through data(). Everything else is computed by an evaluator.
+template <class E>
+concept dense_terminal = expression<E> && requires(const std::remove_cvref_t<E>& e) {
+  { e.data() } -> std::convertible_to<const value_t<E>*>;
+};
+
+// A scalar is a rank-0 expression: it broadcasts against anything.
+template <class T>
+class scalar : public expression_tag {
+ public:
+  using value_type = T;
+  using shape_type = shape<>;
+  constexpr explicit scalar(T v) noexcept : v_(v) {}
+  constexpr T value() const noexcept { return v_; }
+
+ private:
+  T v_;
+};
+
+}  // namespace attnx

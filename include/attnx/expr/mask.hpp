@@ -1,0 +1,177 @@
+// attnx: masks. mask(S, m) replaces the blocked scores of S by a fill value (-inf by default, so
+// that softmax gives them weight exactly 0).
+//
+//   mask(S, causal)               key j visible to query i iff j <= i            (top-left, PyTorch)
+//   mask(S, causal_bottom_right)  iff j <= i + (L_k - L_q)                       (FlashAttention-2)
+//   mask(S, key_padding<3>)       keys j >= 3 blocked (compile-time valid length)
+//   mask(S, key_lengths(lens))    keys j >= lens[b] blocked for batch item b (run-time lengths)
+//   mask(S, M)                    M an expression of bool, true = allowed, broadcast to S's shape
+//   mask(S, additive(M))          S + M (M of 0 and -inf, or any bias), broadcast to S's shape
+// Masks compose: mask(mask(S, causal), key_lengths(lens)).
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/expr/elementwise.hpp"
+#include "attnx/expr/expression.hpp"
+#include "attnx/shape/errors.hpp"
+#include "attnx/shape/shape.hpp"
+
+namespace attnx {
+
+enum class causal_alignment { top_left, bottom_right };
+
+template <causal_alignment Align>
+struct causal_mask {
+  static constexpr causal_alignment alignment = Align;
+};
+inline constexpr causal_mask<causal_alignment::top_left> causal{};
+inline constexpr causal_mask<causal_alignment::bottom_right> causal_bottom_right{};
+
+template <std::size_t Length>
+struct key_padding_mask {
+  static constexpr std::size_t length = Length;
+};
+template <std::size_t Length>
+inline constexpr key_padding_mask<Length> key_padding{};
+
+// Per-batch-item valid key counts, read from user memory (which must outlive the expression).
+struct key_lengths_mask {
+  const std::size_t* lengths;
+  std::size_t count;
+};
+constexpr key_lengths_mask key_lengths(std::span<const std::size_t> lens) noexcept { return {lens.data(), lens.size()}; }
+
+template <class M>
+struct additive_mask {
+  M mask;
+};
+template <expression M>
+constexpr auto additive(M&& m) {
+  return additive_mask<stored_t<M>>{store(std::forward<M>(m))};
+}
+
+// A boolean mask expression, as stored in a masked_expr.
+template <class M>
+struct bool_mask {
+  M mask;
+};
+
+template <class A, class Kind>
+class masked_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = shape_of_t<A>;
+  constexpr masked_expr(A a, Kind k, value_type fill) : a_(std::move(a)), k_(std::move(k)), fill_(fill) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr const Kind& kind() const noexcept { return k_; }
+  constexpr value_type fill() const noexcept { return fill_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+  Kind k_;
+  value_type fill_;
+};
+
+namespace rules {
+template <class S>
+constexpr void check_matrix_scores() {
+  static_assert(S::rank >= 2 || error::holds<error::mask_needs_rank_2_scores<error::rank<S::rank>>>,
+                "attnx: mask: the scores need at least two axes (queries x keys)");
+}
+
+// A mask's shape must broadcast to the scores' shape without changing it: per axis (right-aligned),
+// the mask's extent is the score's or 1, and names unify.
+template <class S, class M>
+constexpr void check_mask_shape() {
+  constexpr std::size_t R = S::rank > M::rank ? S::rank : M::rank;
+  constexpr std::size_t bad = [] {
+    std::size_t b = R;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((b == R && [] {
+         using X = detail::aligned_axis_t<S, R, I>;
+         using Y = detail::aligned_axis_t<M, R, I>;
+         return (Y::extent != X::extent && Y::extent != 1) || I + S::rank < R;
+       }() ? (b = I, 0) : 0),
+       ...);
+    }(std::make_index_sequence<R>{});
+    return b;
+  }();
+  using X = detail::aligned_axis_t<S, R, (bad < R ? bad : 0)>;
+  using Y = detail::aligned_axis_t<M, R, (bad < R ? bad : 0)>;
+  static_assert(bad == R || error::holds<error::mask_extents_differ<error::axis_index<bad>, error::mask_extent<Y::extent>,
+                                                                    error::score_extent<X::extent>>>,
+                "attnx: mask: the mask's extents must equal the scores' extents (or be 1 to broadcast)");
+  if constexpr (bad == R) {
+    constexpr std::size_t n = first_broadcast_mismatch<S, M>(true);
+    using NX = detail::aligned_axis_t<S, R, (n < R ? n : 0)>;
+    using NY = detail::aligned_axis_t<M, R, (n < R ? n : 0)>;
+    static_assert(n == R || error::holds<error::mask_axes_differ<error::axis_index<n>, error::lhs_axis<typename NX::name>,
+                                                                 error::rhs_axis<typename NY::name>>>,
+                  "attnx: mask: the mask's axis names differ from the scores'");
+  }
+}
+}  // namespace rules
+
+template <expression A, causal_alignment Al>
+constexpr auto mask(A&& a, causal_mask<Al> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+  rules::check_matrix_scores<shape_of_t<A>>();
+  return masked_expr<stored_t<A>, causal_mask<Al>>(store(std::forward<A>(a)), m, fill);
+}
+
+template <expression A, std::size_t Len>
+constexpr auto mask(A&& a, key_padding_mask<Len> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+  using S = shape_of_t<A>;
+  rules::check_matrix_scores<S>();
+  static_assert(Len <= S::cols || error::holds<error::key_length_exceeds_keys<error::key_length<Len>, error::keys<S::cols>>>,
+                "attnx: mask: the key padding length exceeds the number of keys");
+  return masked_expr<stored_t<A>, key_padding_mask<Len>>(store(std::forward<A>(a)), m, fill);
+}
+
+// Run-time lengths: one per batch item (axis 0 of scores with three or more axes; one length for a
+// plain score matrix). A wrong count or a length above the key count throws.
+template <expression A>
+constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+  using S = shape_of_t<A>;
+  rules::check_matrix_scores<S>();
+  constexpr std::size_t batches = S::rank >= 3 ? S::extents[0] : 1;
+  if (m.count != batches)
+    throw std::invalid_argument("attnx: mask: key_lengths has " + std::to_string(m.count) + " entries but the scores " +
+                                shape_string<S>() + " have " + std::to_string(batches) + " batch items");
+  for (std::size_t b = 0; b < m.count; ++b)
+    if (m.lengths[b] > S::cols)
+      throw std::out_of_range("attnx: mask: key_lengths[" + std::to_string(b) + "] = " + std::to_string(m.lengths[b]) +
+                              " exceeds the " + std::to_string(S::cols) + " keys");
+  return masked_expr<stored_t<A>, key_lengths_mask>(store(std::forward<A>(a)), m, fill);
+}
+
+template <expression A, expression M>
+constexpr auto mask(A&& a, M&& m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+  using S = shape_of_t<A>;
+  rules::check_matrix_scores<S>();
+  static_assert(std::is_same_v<value_t<M>, bool> ||
+                    error::holds<error::mask_must_be_boolean<error::rank<shape_of_t<M>::rank>>>,
+                "attnx: mask: a mask expression must have bool elements (true = allowed); use additive(M) for a bias");
+  rules::check_mask_shape<S, shape_of_t<M>>();
+  using K = bool_mask<stored_t<M>>;
+  return masked_expr<stored_t<A>, K>(store(std::forward<A>(a)), K{store(std::forward<M>(m))}, fill);
+}
+
+template <expression A, class M>
+constexpr auto mask(A&& a, additive_mask<M> m) {
+  using S = shape_of_t<A>;
+  rules::check_matrix_scores<S>();
+  rules::check_mask_shape<S, shape_of_t<M>>();
+  return binary_expr<ops::plus, stored_t<A>, M>(store(std::forward<A>(a)), std::move(m.mask));
+}
+
+}  // namespace attnx

@@ -1,0 +1,106 @@
+// attnx: row-wise reductions and the row-wise softmax.
+//
+// Where the row statistics are computed is decided here, explicitly (lazy reductions inside
+// element-wise chains are a classic source of wrong results): a reduction or softmax node is
+// evaluated one row at a time into a buffer of one row (O(row length), never O(rows x cols)); the
+// element-wise nodes above it read that buffer. See docs/design.md.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/expr/expression.hpp"
+#include "attnx/math/constexpr_math.hpp"
+#include "attnx/shape/errors.hpp"
+#include "attnx/shape/shape.hpp"
+
+namespace attnx {
+
+namespace ops {
+// NaN propagates: the max of a row containing NaN is NaN.
+struct row_max {
+  template <class T> static constexpr T init() { return -std::numeric_limits<T>::infinity(); }
+  template <class T> constexpr T operator()(T acc, T x) const { return (x > acc || x != x) && acc == acc ? x : acc; }
+};
+struct row_sum {
+  template <class T> static constexpr T init() { return T(0); }
+  template <class T> constexpr T operator()(T acc, T x) const { return acc + x; }
+};
+}  // namespace ops
+
+// Keeps the rank: the last axis becomes extent 1, so `x - row_max(x)` broadcasts.
+template <class Op, class A>
+class reduce_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = reduce_last_t<shape_of_t<A>>;
+  constexpr explicit reduce_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+// Row-wise softmax over the last axis, in the stable form (the row max is subtracted first).
+// Semantics, also those of the fused kernel (docs/design.md): a row of only -inf (fully masked)
+// gives all zeros; a row with NaN gives all NaN; +inf entries share the row's weight equally.
+template <class A>
+class softmax_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = shape_of_t<A>;
+  constexpr explicit softmax_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+namespace rules {
+template <class S>
+constexpr void check_row_op() {
+  static_assert(S::rank >= 1 || error::holds<error::softmax_needs_rank_1<error::rank<S::rank>>>,
+                "attnx: row-wise operation: the operand needs at least one axis");
+}
+}  // namespace rules
+
+template <expression A>
+constexpr auto row_max(A&& a) {
+  rules::check_row_op<shape_of_t<A>>();
+  return reduce_expr<ops::row_max, stored_t<A>>(store(std::forward<A>(a)));
+}
+template <expression A>
+constexpr auto row_sum(A&& a) {
+  rules::check_row_op<shape_of_t<A>>();
+  return reduce_expr<ops::row_sum, stored_t<A>>(store(std::forward<A>(a)));
+}
+
+// softmax(S): over the last axis.
+template <expression A>
+constexpr auto softmax(A&& a) {
+  rules::check_row_op<shape_of_t<A>>();
+  return softmax_expr<stored_t<A>>(store(std::forward<A>(a)));
+}
+
+// softmax<names::seq_k>(S): over the named axis, which must be the last one (transpose first
+// otherwise). Catches a softmax taken over the wrong axis of a named score matrix.
+template <class AxisName, expression A>
+constexpr auto softmax(A&& a) {
+  using S = shape_of_t<A>;
+  rules::check_row_op<S>();
+  if constexpr (S::rank >= 1) {
+    using Last = typename S::template axis_t<S::rank - 1>::name;
+    static_assert(std::is_same_v<Last, AxisName> ||
+                      error::holds<error::softmax_axis_is_not_last<error::requested_axis<AxisName>, error::last_axis<Last>>>,
+                  "attnx: softmax: the requested axis is not the last axis (softmax runs along rows; transpose first)");
+  }
+  return softmax_expr<stored_t<A>>(store(std::forward<A>(a)));
+}
+
+}  // namespace attnx

@@ -1,0 +1,45 @@
+// attnx: printing tensors (nested brackets, like the worked example prints matrices).
+#pragma once
+
+#include <cstddef>
+#include <ostream>
+
+#include "attnx/expr/expression.hpp"
+#include "attnx/tensor/tensor.hpp"
+#include "attnx/tensor/view.hpp"
+
+namespace attnx {
+
+namespace detail {
+template <class T>
+void print_elements(std::ostream& os, const T* p, const std::size_t* ext, std::size_t rank, std::size_t indent) {
+  if (rank == 0) {
+    os << *p;
+    return;
+  }
+  std::size_t inner = 1;
+  for (std::size_t k = 1; k < rank; ++k) inner *= ext[k];
+  os << '[';
+  for (std::size_t i = 0; i < ext[0]; ++i) {
+    if (i) {
+      os << (rank > 1 ? ",\n" : ", ");
+      if (rank > 1) os << std::string(indent + 1, ' ');
+    }
+    print_elements(os, p + i * inner, ext + 1, rank - 1, indent + 1);
+  }
+  os << ']';
+}
+}  // namespace detail
+
+template <class T, class S>
+std::ostream& operator<<(std::ostream& os, const basic_tensor<T, S>& t) {
+  detail::print_elements(os, t.data(), S::extents.data(), S::rank, 0);
+  return os;
+}
+template <class T, class S>
+std::ostream& operator<<(std::ostream& os, const basic_view<T, S>& v) {
+  detail::print_elements(os, v.data(), S::extents.data(), S::rank, 0);
+  return os;
+}
+
+}  // namespace attnx

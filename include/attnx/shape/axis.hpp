@@ -1,0 +1,77 @@
+// attnx: axes. An axis is an extent known at compile time, optionally with a name.
+//
+// Unnamed axes are written as plain numbers:       attnx::tensor<float, 3, 4>
+// Named axes are written with a variable template:  attnx::tensor<float, attnx::seq<3>, attnx::d_model<4>>
+// A name is any type; its only job is to make two axes distinguishable (contracting `seq` with `d_k`
+// is an error even when both extents are 4). Names print readably in compiler messages because
+// they are types (a string template argument prints as character codes in clang 14).
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <type_traits>
+
+namespace attnx {
+
+// The name of every unnamed axis. It unifies with any name.
+struct anon {};
+
+template <class Name, std::size_t N>
+struct axis {
+  using name = Name;
+  static constexpr std::size_t extent = N;
+};
+
+template <class T>
+inline constexpr bool is_axis_v = false;
+template <class Name, std::size_t N>
+inline constexpr bool is_axis_v<axis<Name, N>> = true;
+
+// Predefined names for the axes of attention. Users add their own: `struct tokens {};` and then
+// `attnx::ax<tokens, 7>`.
+namespace names {
+struct batch {};
+struct heads {};
+struct seq {};
+struct seq_q {};
+struct seq_k {};
+struct d_model {};
+struct d_k {};
+struct d_v {};
+}  // namespace names
+
+template <class Name, std::size_t N>
+inline constexpr axis<Name, N> ax{};
+
+template <std::size_t N> inline constexpr axis<names::batch, N> batch{};
+template <std::size_t N> inline constexpr axis<names::heads, N> heads{};
+template <std::size_t N> inline constexpr axis<names::seq, N> seq{};
+template <std::size_t N> inline constexpr axis<names::seq_q, N> seq_q{};
+template <std::size_t N> inline constexpr axis<names::seq_k, N> seq_k{};
+template <std::size_t N> inline constexpr axis<names::d_model, N> d_model{};
+template <std::size_t N> inline constexpr axis<names::d_k, N> d_k{};
+template <std::size_t N> inline constexpr axis<names::d_v, N> d_v{};
+
+namespace detail {
+template <auto E>
+struct unnamed_axis {
+  static_assert(std::integral<decltype(E)> && E > 0,
+                "attnx: an extent must be a positive integer or an attnx::axis<Name, N>{} value");
+  using type = axis<anon, static_cast<std::size_t>(E)>;
+};
+}  // namespace detail
+
+// The axis type written as the template argument E: a number, or a named axis value.
+template <auto E>
+using axis_of = typename std::conditional_t<is_axis_v<std::remove_cvref_t<decltype(E)>>,
+                                            std::type_identity<std::remove_cvref_t<decltype(E)>>,
+                                            detail::unnamed_axis<E>>::type;
+
+// Unification of two names (element-wise operations, contractions): equal names, or one unnamed.
+template <class A, class B>
+inline constexpr bool names_unify_v = std::is_same_v<A, B> || std::is_same_v<A, anon> || std::is_same_v<B, anon>;
+
+template <class A, class B>
+using unified_name_t = std::conditional_t<std::is_same_v<A, anon>, B, A>;
+
+}  // namespace attnx

@@ -1,0 +1,63 @@
+// attnx: the vocabulary of compile-time errors.
+//
+// Every shape rule is one `static_assert(ok || holds<error::RULE<facts...>>, "attnx: ...")`.
+// The message names the rule in words; the facts carry the numbers and axis names into the
+// compiler's output (g++ prints the failing expression in a note, clang in the requirement), so the
+// user sees e.g. `matmul_inner_extents_differ<lhs_columns<4>, rhs_rows<3>>` — both sizes, once.
+// The node is still built with a well-formed shape, so no cascade of follow-on errors appears.
+#pragma once
+
+#include <cstddef>
+
+namespace attnx::error {
+
+// Facts: the numbers and names that a message reports.
+template <std::size_t N> struct lhs_columns {};
+template <std::size_t N> struct rhs_rows {};
+template <class Name> struct lhs_column_axis {};
+template <class Name> struct rhs_row_axis {};
+template <std::size_t N> struct lhs_rank {};
+template <std::size_t N> struct rhs_rank {};
+template <std::size_t N> struct rank {};
+template <std::size_t N> struct axis_index {};
+template <std::size_t N> struct lhs_extent {};
+template <std::size_t N> struct rhs_extent {};
+template <class Name> struct lhs_axis {};
+template <class Name> struct rhs_axis {};
+template <std::size_t N> struct mask_extent {};
+template <std::size_t N> struct score_extent {};
+template <std::size_t N> struct target_extent {};
+template <std::size_t N> struct source_extent {};
+template <class Name> struct target_axis {};
+template <class Name> struct source_axis {};
+template <class Name> struct requested_axis {};
+template <class Name> struct last_axis {};
+template <std::size_t N> struct key_length {};
+template <std::size_t N> struct keys {};
+template <std::size_t N> struct d_model {};
+template <std::size_t N> struct heads {};
+
+// Rules. Each is only ever named inside `holds<...>`, which is false: the rule failed.
+template <class... Facts> struct matmul_inner_extents_differ { static constexpr bool value = false; };
+template <class... Facts> struct matmul_inner_axes_differ { static constexpr bool value = false; };
+template <class... Facts> struct matmul_needs_rank_2_operands { static constexpr bool value = false; };
+template <class... Facts> struct matmul_batch_axes_differ { static constexpr bool value = false; };
+template <class... Facts> struct elementwise_extents_differ { static constexpr bool value = false; };
+template <class... Facts> struct elementwise_axes_differ { static constexpr bool value = false; };
+template <class... Facts> struct transpose_needs_rank_2 { static constexpr bool value = false; };
+template <class... Facts> struct mask_extents_differ { static constexpr bool value = false; };
+template <class... Facts> struct mask_axes_differ { static constexpr bool value = false; };
+template <class... Facts> struct mask_needs_rank_2_scores { static constexpr bool value = false; };
+template <class... Facts> struct mask_must_be_boolean { static constexpr bool value = false; };
+template <class... Facts> struct key_length_exceeds_keys { static constexpr bool value = false; };
+template <class... Facts> struct softmax_axis_is_not_last { static constexpr bool value = false; };
+template <class... Facts> struct softmax_needs_rank_1 { static constexpr bool value = false; };
+template <class... Facts> struct assignment_extents_differ { static constexpr bool value = false; };
+template <class... Facts> struct assignment_axes_differ { static constexpr bool value = false; };
+template <class... Facts> struct assignment_ranks_differ { static constexpr bool value = false; };
+template <class... Facts> struct d_model_not_divisible_by_heads { static constexpr bool value = false; };
+
+template <class Rule>
+inline constexpr bool holds = Rule::value;
+
+}  // namespace attnx::error

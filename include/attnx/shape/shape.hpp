@@ -1,0 +1,177 @@
+// attnx: shapes. A shape is a list of axes; every extent is a compile-time constant.
+//
+// Shape arithmetic (transpose, reductions, broadcasting, matmul) is done with plain templates and
+// constexpr std::array rather than Hana containers: it runs for every node of every expression, and
+// Hana's heterogeneous containers cost several times more compile time for this kind of work.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "attnx/shape/axis.hpp"
+
+namespace attnx {
+
+template <class... Axes>
+struct shape {
+  static_assert((is_axis_v<Axes> && ...), "attnx: shape<...> takes attnx::axis types");
+  static constexpr std::size_t rank = sizeof...(Axes);
+  static constexpr std::array<std::size_t, rank> extents{Axes::extent...};
+  static constexpr std::size_t size = (std::size_t{1} * ... * Axes::extent);
+  // Evaluation walks a tensor row by row: `cols` is the extent of the last axis, `rows` the
+  // product of all the others (1 for rank 0 and 1).
+  static constexpr std::size_t cols = rank == 0 ? 1 : extents[rank == 0 ? 0 : rank - 1];
+  static constexpr std::size_t rows = size / cols;
+  template <std::size_t I>
+  using axis_t = std::tuple_element_t<I, std::tuple<Axes...>>;
+  template <std::size_t I>
+  static constexpr std::size_t extent = axis_t<I>::extent;
+};
+
+template <class T>
+inline constexpr bool is_shape_v = false;
+template <class... A>
+inline constexpr bool is_shape_v<shape<A...>> = true;
+
+template <auto... E>
+using make_shape = shape<axis_of<E>...>;
+
+namespace detail {
+
+template <class S, class Seq>
+struct select_axes;
+template <class S, std::size_t... I>
+struct select_axes<S, std::index_sequence<I...>> {
+  using type = shape<typename S::template axis_t<I>...>;
+};
+
+template <class A, class B>
+struct shape_cat;
+template <class... A, class... B>
+struct shape_cat<shape<A...>, shape<B...>> {
+  using type = shape<A..., B...>;
+};
+
+template <std::size_t Offset, class Seq>
+struct offset_seq;
+template <std::size_t Offset, std::size_t... I>
+struct offset_seq<Offset, std::index_sequence<I...>> {
+  using type = std::index_sequence<(Offset + I)...>;
+};
+
+}  // namespace detail
+
+// The first N axes, and the axes from N on.
+template <class S, std::size_t N>
+using take_front_t = typename detail::select_axes<S, std::make_index_sequence<N>>::type;
+template <class S, std::size_t N>
+using drop_front_t =
+    typename detail::select_axes<S, typename detail::offset_seq<N, std::make_index_sequence<S::rank - N>>::type>::type;
+template <class A, class B>
+using shape_cat_t = typename detail::shape_cat<A, B>::type;
+
+// The leading ("batch") axes of a matrix-shaped tensor: all but the last two.
+template <class S>
+using batch_axes_t = take_front_t<S, (S::rank >= 2 ? S::rank - 2 : 0)>;
+
+// Last two axes swapped. Rank < 2 is rejected by the transpose rule; this stays well formed.
+template <class S>
+using transpose_t = std::conditional_t<
+    (S::rank >= 2),
+    shape_cat_t<batch_axes_t<S>,
+                shape<typename S::template axis_t<(S::rank >= 2 ? S::rank - 1 : 0)>,
+                      typename S::template axis_t<(S::rank >= 2 ? S::rank - 2 : 0)>>>,
+    S>;
+
+// The last axis reduced to extent 1 (row-wise max and sum keep the rank, so they broadcast back).
+template <class S>
+using reduce_last_t = std::conditional_t<(S::rank >= 1),
+                                         shape_cat_t<take_front_t<S, (S::rank >= 1 ? S::rank - 1 : 0)>, shape<axis<anon, 1>>>,
+                                         S>;
+
+// A @ B: (batch..., M, K) x (K, N) or (batch..., K, N)  ->  (batch..., M, N).
+// Ill-formed inputs (caught by the matmul rule) still give a well-formed shape so that no second
+// error follows the first.
+template <class A, class B>
+using matmul_shape_t = shape_cat_t<
+    batch_axes_t<A>,
+    shape<typename A::template axis_t<(A::rank >= 2 ? A::rank - 2 : 0)>,
+          typename B::template axis_t<(B::rank >= 1 ? B::rank - 1 : 0)>>>;
+
+// Broadcasting for element-wise operations, right-aligned as in NumPy: axes of extent 1 (or missing)
+// stretch to the other operand's extent; names unify (an unnamed axis takes the other's name).
+namespace detail {
+struct absent_axis {
+  using name = anon;
+  static constexpr std::size_t extent = 1;
+};
+template <class S, std::size_t R, std::size_t I, bool Present = (I + S::rank >= R)>
+struct aligned_axis {
+  using type = typename S::template axis_t<I + S::rank - R>;
+};
+template <class S, std::size_t R, std::size_t I>
+struct aligned_axis<S, R, I, false> {
+  using type = absent_axis;
+};
+// Axis I of S when S is right-aligned in a rank-R shape (an absent axis of extent 1 in front).
+template <class S, std::size_t R, std::size_t I>
+using aligned_axis_t = typename aligned_axis<S, R, I>::type;
+template <class X, class Y>
+struct broadcast_axis {
+  static constexpr bool x_wins = X::extent != 1 || Y::extent == 1;
+  using name = std::conditional_t<(X::extent == Y::extent), unified_name_t<typename X::name, typename Y::name>,
+                                  std::conditional_t<x_wins, typename X::name, typename Y::name>>;
+  using type = axis<name, (x_wins ? X::extent : Y::extent)>;
+};
+template <class A, class B, class Seq>
+struct broadcast_shape;
+template <class A, class B, std::size_t... I>
+struct broadcast_shape<A, B, std::index_sequence<I...>> {
+  static constexpr std::size_t R = sizeof...(I);
+  using type = shape<typename broadcast_axis<aligned_axis_t<A, R, I>, aligned_axis_t<B, R, I>>::type...>;
+};
+}  // namespace detail
+
+template <class A, class B>
+using broadcast_shape_t =
+    typename detail::broadcast_shape<A, B, std::make_index_sequence<(A::rank > B::rank ? A::rank : B::rank)>>::type;
+
+// Printable names, for run-time messages ("[seq=3, d_model=4]"). The name of a type is read from
+// the compiler's function signature, so user-defined name types need nothing extra.
+template <class Name>
+constexpr std::string_view name_of() {
+#if defined(__clang__) || defined(__GNUC__)
+  std::string_view f = __PRETTY_FUNCTION__;
+  // g++: "... [with Name = attnx::names::seq; ...]", clang: "... [Name = attnx::names::seq]"
+  auto start = f.find("Name = ");
+  if (start == std::string_view::npos) return "?";
+  start += 7;
+  auto end = f.find_first_of(";]", start);
+  auto full = f.substr(start, end - start);
+  auto colon = full.rfind("::");
+  return colon == std::string_view::npos ? full : full.substr(colon + 2);
+#else
+  return "?";
+#endif
+}
+
+template <class S>
+std::string shape_string() {
+  std::string out = "[";
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((out += (I ? ", " : ""),
+      out += std::is_same_v<typename S::template axis_t<I>::name, anon>
+                 ? std::string()
+                 : std::string(name_of<typename S::template axis_t<I>::name>()) + "=",
+      out += std::to_string(S::template axis_t<I>::extent)),
+     ...);
+  }(std::make_index_sequence<S::rank>{});
+  return out + "]";
+}
+
+}  // namespace attnx

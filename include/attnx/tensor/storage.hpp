@@ -1,0 +1,91 @@
+// attnx: element storage of owning tensors and evaluator buffers.
+//
+// Small buffers live inside the object (a std::array), so a tensor of them is a literal type and
+// can be a constexpr variable. Large buffers go to the heap, 64-byte aligned; C++20 allows that
+// inside a constant evaluation too (std::allocator), as long as the memory is freed before the
+// evaluation ends.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "attnx/config.hpp"
+
+namespace attnx {
+
+// Requests storage whose elements will all be written before being read.
+struct uninitialized_t {
+  explicit uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
+template <class T, std::size_t N, bool Inline = (N * sizeof(T) <= inline_bytes)>
+class storage;
+
+template <class T, std::size_t N>
+class storage<T, N, true> {
+ public:
+  constexpr storage() = default;
+  constexpr explicit storage(uninitialized_t) {}
+  constexpr T* data() noexcept { return a_.data(); }
+  constexpr const T* data() const noexcept { return a_.data(); }
+  static constexpr bool on_heap = false;
+
+ private:
+  std::array<T, N> a_{};
+};
+
+template <class T, std::size_t N>
+class storage<T, N, false> {
+ public:
+  constexpr storage() : p_(allocate()) {
+    if (std::is_constant_evaluated()) return;  // allocate() value-initialised already
+    std::fill_n(p_, N, T{});
+  }
+  constexpr explicit storage(uninitialized_t) : p_(allocate()) {}
+  constexpr storage(const storage& o) : p_(allocate()) { std::copy_n(o.p_, N, p_); }
+  constexpr storage(storage&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  constexpr storage& operator=(const storage& o) {
+    if (this != &o) {
+      if (!p_) p_ = allocate();
+      std::copy_n(o.p_, N, p_);
+    }
+    return *this;
+  }
+  constexpr storage& operator=(storage&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  constexpr ~storage() { release(); }
+  constexpr T* data() noexcept { return p_; }
+  constexpr const T* data() const noexcept { return p_; }
+  static constexpr bool on_heap = true;
+
+ private:
+  static constexpr T* allocate() {
+    if (std::is_constant_evaluated()) {
+      T* p = std::allocator<T>{}.allocate(N);
+      for (std::size_t i = 0; i < N; ++i) std::construct_at(p + i);
+      return p;
+    }
+    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+    return static_cast<T*>(::operator new(N * sizeof(T), std::align_val_t{heap_alignment}));
+  }
+  constexpr void release() {
+    if (!p_) return;
+    if (std::is_constant_evaluated()) {
+      std::allocator<T>{}.deallocate(p_, N);
+    } else {
+      ::operator delete(p_, std::align_val_t{heap_alignment});
+    }
+    p_ = nullptr;
+  }
+  T* p_;
+};
+
+}  // namespace attnx
