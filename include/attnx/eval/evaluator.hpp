@@ -84,16 +84,6 @@ struct broadcast_map {
   }
 };
 
-template <class From, class To>
-constexpr bool same_extents() {
-  if constexpr (From::rank != To::rank) {
-    return false;
-  } else {
-    return From::extents == To::extents;
-  }
-}
-template <class From, class To>
-inline constexpr bool same_extents_v = same_extents<From, To>();
 }  // namespace detail
 
 template <class To, class E>
@@ -108,7 +98,7 @@ struct broadcast_evaluator {
 // The evaluator of an operand of E read in the shape To.
 template <class To, class E>
 using operand_evaluator =
-    std::conditional_t<detail::same_extents_v<shape_of_t<E>, To>, evaluator<E>, broadcast_evaluator<To, E>>;
+    std::conditional_t<same_extents_v<shape_of_t<E>, To>, evaluator<E>, broadcast_evaluator<To, E>>;
 
 // ---- element-wise -----------------------------------------------------------------------------
 template <class Op, class A>

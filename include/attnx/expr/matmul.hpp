@@ -67,7 +67,7 @@ constexpr void check_matmul() {
                   "attnx: matmul: the contracted axes have different names");
     using AB = batch_axes_t<A>;
     using BB = batch_axes_t<B>;
-    constexpr bool batch_ok = BB::rank == 0 || (AB::rank == BB::rank && AB::extents == BB::extents);
+    constexpr bool batch_ok = BB::rank == 0 || same_extents_v<AB, BB>;
     static_assert(batch_ok || error::holds<error::matmul_batch_axes_differ<error::lhs_rank<A::rank>, error::rhs_rank<B::rank>>>,
                   "attnx: matmul: a batched rhs must have the lhs's batch axes (or be a plain matrix shared by all)");
   }

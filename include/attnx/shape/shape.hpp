@@ -141,6 +141,18 @@ template <class A, class B>
 using broadcast_shape_t =
     typename detail::broadcast_shape<A, B, std::make_index_sequence<(A::rank > B::rank ? A::rank : B::rank)>>::type;
 
+// Equal ranks and extents (names aside).
+template <class A, class B>
+constexpr bool same_extents() {
+  if constexpr (A::rank != B::rank) {
+    return false;
+  } else {
+    return A::extents == B::extents;
+  }
+}
+template <class A, class B>
+inline constexpr bool same_extents_v = same_extents<A, B>();
+
 // Printable names, for run-time messages ("[seq=3, d_model=4]"). The name of a type is read from
 // the compiler's function signature, so user-defined name types need nothing extra.
 template <class Name>

@@ -6,7 +6,9 @@
 // assigned an expression.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
+#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -34,6 +36,11 @@ class basic_view : public expression_tag {
     if (count != size) throw std::length_error(size_message(count));
   }
   constexpr explicit basic_view(std::span<T> s) : basic_view(s.data(), s.size()) {}
+  // Any contiguous range of the right element type (std::vector, std::array, ...), size checked.
+  template <std::ranges::contiguous_range R>
+    requires std::ranges::sized_range<R> && std::convertible_to<std::ranges::range_value_t<R>*, T*> &&
+             (!std::same_as<std::remove_cvref_t<R>, basic_view>) && (!is_tensor_v<R>)
+  constexpr explicit basic_view(R&& r) : basic_view(std::ranges::data(r), std::ranges::size(r)) {}
   template <std::size_t N>
     requires(N != std::dynamic_extent)
   constexpr basic_view(std::span<T, N> s) noexcept : p_(s.data()) {
@@ -44,9 +51,9 @@ class basic_view : public expression_tag {
                                           basic_tensor<element, Shape>&> t) noexcept
       : p_(t.data()) {}
   // A writable view converts to a read-only one.
-  constexpr basic_view(const basic_view<element, Shape>& v) noexcept
-    requires std::is_const_v<T>
-      : p_(v.data()) {}
+  template <class U>
+    requires(std::is_const_v<T> && std::same_as<U, element>)
+  constexpr basic_view(const basic_view<U, Shape>& v) noexcept : p_(v.data()) {}
 
   constexpr T* data() const noexcept { return p_; }
   constexpr std::span<T, size> span() const noexcept { return std::span<T, size>(p_, size); }

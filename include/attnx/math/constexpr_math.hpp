@@ -1,0 +1,395 @@
+// attnx: portable constexpr maths (exp, expm1, sqrt, tanh, log) for float and double.
+//
+// std::exp/std::sqrt are constant expressions only as a GCC extension, and even GCC refuses when the
+// result is subnormal or overflows; clang refuses always. The c* functions below are plain C++ that
+// any C++20 compiler can evaluate at compile time:
+//   cexp   <= 1 ulp of std::exp over the whole finite range (subnormal results included)
+//   csqrt  correctly rounded, i.e. bit-identical to std::sqrt
+//   clog, cexpm1, ctanh   a few ulp at most (see tests/unit/test_constexpr_math.cpp for measured figures)
+// The unprefixed exp/sqrt/log/tanh/expm1 dispatch: c* inside a constant evaluation, std:: at run time.
+//
+// Rules the code follows so that it stays a constant expression on every compiler:
+//   * never let an arithmetic operation produce inf or NaN (clang rejects that): special inputs and
+//     overflow are answered with numeric_limits values before any arithmetic happens;
+//   * a double -> float conversion must not be out of float's range (undefined, so not constant).
+// Float versions evaluate the double kernel and round once: double carries 29 extra bits, so the
+// result is correctly rounded except in rare double-rounding cases (then off by one ulp).
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace attnx::math {
+
+template <class T>
+concept ieee_float = std::same_as<T, float> || std::same_as<T, double>;
+
+template <ieee_float T>
+inline constexpr T infinity = std::numeric_limits<T>::infinity();
+template <ieee_float T>
+inline constexpr T quiet_nan = std::numeric_limits<T>::quiet_NaN();
+
+namespace detail {
+
+template <class T>
+struct ieee_bits;
+template <>
+struct ieee_bits<float> {
+  using uint = std::uint32_t;
+  static constexpr uint sign = 0x8000'0000u;
+  static constexpr uint exponent = 0x7f80'0000u;
+};
+template <>
+struct ieee_bits<double> {
+  using uint = std::uint64_t;
+  static constexpr uint sign = 0x8000'0000'0000'0000u;
+  static constexpr uint exponent = 0x7ff0'0000'0000'0000u;
+};
+
+// |x| as raw bits. Classifying on the bits keeps working under -ffinite-math-only, where x != x
+// may be folded to false.
+template <ieee_float T>
+constexpr typename ieee_bits<T>::uint abs_bits(T x) noexcept {
+  return std::bit_cast<typename ieee_bits<T>::uint>(x) & ~ieee_bits<T>::sign;
+}
+
+}  // namespace detail
+
+template <ieee_float T>
+constexpr bool isnan(T x) noexcept { return detail::abs_bits(x) > detail::ieee_bits<T>::exponent; }
+template <ieee_float T>
+constexpr bool isinf(T x) noexcept { return detail::abs_bits(x) == detail::ieee_bits<T>::exponent; }
+template <ieee_float T>
+constexpr bool isfinite(T x) noexcept { return detail::abs_bits(x) < detail::ieee_bits<T>::exponent; }
+template <ieee_float T>
+constexpr bool signbit(T x) noexcept {
+  return (std::bit_cast<typename detail::ieee_bits<T>::uint>(x) & detail::ieee_bits<T>::sign) != 0;
+}
+
+namespace detail {
+
+inline constexpr std::uint64_t f64_frac_mask = 0x000f'ffff'ffff'ffffu;
+inline constexpr std::uint64_t f64_hidden_bit = 0x0010'0000'0000'0000u;
+
+// 2^n for n in [-1022, 1023], written straight into the exponent field.
+constexpr double pow2(int n) noexcept {
+  return std::bit_cast<double>(static_cast<std::uint64_t>(n + 1023) << 52);
+}
+
+// Cody & Waite: ln2 = ln2_hi + ln2_lo, where ln2_hi keeps only 32 significant bits (its 21 low
+// significand bits are zero), so k * ln2_hi is exact for |k| < 2^11 and x - k * ln2_hi is exact.
+// ln2_lo = ln2 - ln2_hi rounded to double (both checked against a 300-bit ln 2).
+inline constexpr double ln2_hi = 0x1.62e42feep-1;          // 6.93147180369123816490e-01
+inline constexpr double ln2_lo = 0x1.a39ef35793c76p-33;    // 1.90821492927058770002e-10
+inline constexpr double inv_ln2 = 0x1.71547652b82fep+0;    // 1/ln2 rounded; only picks k
+
+// Argument thresholds, found with 300-bit arithmetic (and confirmed against glibc in the tests):
+// largest x whose exp rounds to a finite double / float, and smallest x whose exp does not round
+// to zero (exp(x) > 2^-1075, resp. 2^-150).
+inline constexpr double exp_max_f64 = 0x1.62e42fefa39efp+9;   //  709.782712893384
+inline constexpr double exp_min_f64 = -0x1.74910d52d3051p+9;  // -745.1332191019411
+inline constexpr float exp_max_f32 = 0x1.62e42ep+6f;          //   88.72283172607422
+inline constexpr float exp_min_f32 = -0x1.9fe368p+6f;         // -103.97207641601562
+
+// x = k ln2 + (hi - lo), |hi - lo| <= ~ln2/2. hi is exact; lo carries the part of k*ln2 beyond ln2_hi.
+struct reduced {
+  int k;
+  double hi;
+  double lo;
+};
+constexpr reduced reduce_ln2(double x) noexcept {  // needs |x| < ~1400
+  const double t = x * inv_ln2;
+  const int k = static_cast<int>(t < 0 ? t - 0.5 : t + 0.5);  // k need not be the exact nearest
+  const double kd = k;
+  return {k, x - kd * ln2_hi, kd * ln2_lo};
+}
+
+// expm1(r) - r = r^2 (1/2! + r/3! + ... + r^11/13!). Taylor series cut at degree 13: on
+// |r| <= 0.35 the first omitted term r^14/14! < 5e-18 (0.04 ulp of 1), so no minimax fit is needed.
+constexpr double expm1_tail(double r) noexcept {
+  constexpr double c[] = {1.0 / 2,        1.0 / 6,         1.0 / 24,        1.0 / 120,
+                          1.0 / 720,      1.0 / 5040,      1.0 / 40320,     1.0 / 362880,
+                          1.0 / 3628800,  1.0 / 39916800,  1.0 / 479001600, 1.0 / 6227020800};
+  double p = c[11];
+  for (int i = 10; i >= 0; --i) p = p * r + c[i];
+  return r * r * p;
+}
+
+// y * 2^k for y in [0.5, 2] and k in [-1076, 1024]; the result is rounded exactly once.
+constexpr double scale_pow2(double y, int k) noexcept {
+  if (k > 1023) return y * pow2(1023) * 2.0;  // 2^1024 itself is not a double
+  if (k >= -1022) return y * pow2(k);
+  // 2^k is below the normal range (and 2^-1075, 2^-1076 are not doubles at all). Scale in two
+  // steps: the first stays normal, so it is exact; the second lands in the subnormal range and
+  // does the only rounding. Scaling by one tiny subnormal 2^k built from bits would not be
+  // representable for every k, and splitting the other way round would round twice.
+  return (y * pow2(k + 64)) * 0x1p-64;
+}
+
+constexpr double exp_f64(double x) noexcept {
+  if (math::isnan(x)) return x;
+  if (x > exp_max_f64) return infinity<double>;  // also +inf
+  if (x < exp_min_f64) return 0.0;               // also -inf: exactly +0
+  if (detail::abs_bits(x) < 0x3c30'0000'0000'0000u) return 1.0 + x;  // |x| < 2^-60: exp(x) rounds to 1
+  const auto [k, hi, lo] = reduce_ln2(x);
+  // exp(r) = 1 + hi + (tail - lo): add the small terms first so hi - lo is never rounded on its own.
+  const double t = expm1_tail(hi - lo) - lo;
+  return scale_pow2(1.0 + (hi + t), k);
+}
+
+// Unevaluated sums hi + lo (double-double), for the few places that need more than 53 bits.
+struct dd {
+  double hi;
+  double lo;
+};
+constexpr dd fast_two_sum(double a, double b) noexcept {  // |a| >= |b|: hi + lo == a + b exactly
+  const double s = a + b;
+  return {s, (a - s) + b};
+}
+constexpr dd two_sum(double a, double b) noexcept {  // any order (Knuth)
+  const double s = a + b;
+  const double bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+// Exact product. Dekker's splitting needs no FMA, so it is a constant expression; at run time,
+// where FMA contraction (-ffp-contract=fast) could break the splitting, use a real fma if there is one.
+constexpr dd two_prod(double a, double b) noexcept {
+  const double p = a * b;
+#if defined(__FP_FAST_FMA)
+  if (!std::is_constant_evaluated()) return {p, std::fma(a, b, -p)};
+#endif
+  constexpr double splitter = 0x1p27 + 1.0;  // Veltkamp: 26 + 27 bit halves
+  const double ca = splitter * a, cb = splitter * b;
+  const double ah = ca - (ca - a), bh = cb - (cb - b);
+  const double al = a - ah, bl = b - bh;
+  return {p, ((ah * bh - p) + ah * bl + al * bh) + al * bl};
+}
+
+// expm1(x) as an unevaluated sum, for |x| <= ~50 (no special values).
+constexpr dd expm1_dd(double x) noexcept {
+  const auto [k, hi, lo] = reduce_ln2(x);
+  const double t = expm1_tail(hi - lo) - lo;  // expm1(r) = hi + t
+  const dd q = fast_two_sum(hi, t);           // |hi| >= |t|
+  if (k == 0) return q;
+  // 2^k (1 + q) - 1 loses up to k bits to cancellation when k is small, so carry 1 + q as a sum
+  // s.hi + s.lo and subtract the 1 after scaling, keeping the rounding error of that subtraction.
+  dd s = fast_two_sum(1.0, q.hi);
+  s.lo += q.lo;
+  const double p = pow2(k);
+  const dd h = two_sum(p * s.hi, -1.0);
+  return {h.hi, h.lo + p * s.lo};
+}
+
+constexpr double expm1_f64(double x) noexcept {
+  if (math::isnan(x)) return x;
+  if (x > exp_max_f64) return infinity<double>;
+  if (x < -38.0) return -1.0;  // e^x < 2^-54: -1 + e^x rounds to -1 (also -inf)
+  if (detail::abs_bits(x) < 0x3c90'0000'0000'0000u) return x;  // |x| < 2^-54: x + x^2/2 rounds to x
+  if (x > 700.0) {  // 2^k itself may overflow: the -1 no longer matters
+    const auto [k, hi, lo] = reduce_ln2(x);
+    return scale_pow2(1.0 + (hi + (expm1_tail(hi - lo) - lo)), k);
+  }
+  const dd r = expm1_dd(x);
+  return r.hi + r.lo;
+}
+
+// tanh|x| = T/(T + 2) with T = expm1(2|x|) >= 0. In that form a relative error in T reaches the
+// result damped by 2/(T + 2) <= 1 (the fdlibm form -t/(t + 2), t = expm1(-2|x|), amplifies it by up
+// to 1.76). T is kept as a double-double and the quotient gets one exact-residual correction, so
+// the result is close to correctly rounded.
+constexpr double tanh_f64(double x) noexcept {
+  if (math::isnan(x)) return x;
+  const double a = x < 0 ? -x : x;
+  if (a < 0x1p-28) return x;  // tanh x = x - x^3/3: relative term < 2^-57, rounds to x (keeps -0)
+  double z = 1.0;             // a > 22: 1 - tanh(22) < 1.6e-19, far below half an ulp of 1 (also inf)
+  if (a <= 22.0) {
+    const dd T = expm1_dd(2.0 * a);
+    dd d = two_sum(T.hi, 2.0);
+    d.lo += T.lo;
+    const double q = T.hi / d.hi;
+    const dd qd = two_prod(q, d.hi);  // T.hi - qd.hi is exact: q d.hi is within an ulp of T.hi
+    const double res = (((T.hi - qd.hi) - qd.lo) + T.lo) - q * d.lo;
+    z = q + res / d.hi;
+  }
+  return x < 0 ? -z : z;
+}
+
+inline constexpr double sqrt2 = 0x1.6a09e667f3bcdp+0;
+
+// log x = e ln2 + log(1 + f), 1 + f in (sqrt(1/2), sqrt(2)]. With s = f/(2 + f):
+//   log(1 + f) = 2 atanh(s) = 2s + s R,  R = 2s^2/3 + 2s^4/5 + ...
+// and 2s = f - s f = f - hfsq + s hfsq (hfsq = f^2/2), which gives the fdlibm arrangement
+//   log(1 + f) = f - (hfsq - s (hfsq + R))
+// where f is exact and everything subtracted from it is small.
+constexpr double log_f64(double x) noexcept {
+  if (math::isnan(x)) return x;
+  if (x < 0) return quiet_nan<double>;
+  if (x == 0) return -infinity<double>;
+  if (math::isinf(x)) return x;
+  int e = 0;
+  if (x < std::numeric_limits<double>::min()) {  // subnormal: normalise exactly
+    x *= 0x1p54;
+    e = -54;
+  }
+  const auto b = std::bit_cast<std::uint64_t>(x);
+  e += static_cast<int>(b >> 52) - 1023;
+  double m = std::bit_cast<double>((b & f64_frac_mask) | (std::uint64_t{1023} << 52));  // [1, 2)
+  if (m > sqrt2) {
+    m *= 0.5;
+    ++e;
+  }
+  const double f = m - 1.0;  // exact (Sterbenz)
+  const double s = f / (2.0 + f);
+  const double z = s * s;
+  // Taylor coefficients 2/(2j+1), j = 1..10: with s^2 <= 0.0295 the first omitted term is
+  // below 1e-18 of the result.
+  constexpr double c[] = {2.0 / 3,  2.0 / 5,  2.0 / 7,  2.0 / 9,  2.0 / 11,
+                          2.0 / 13, 2.0 / 15, 2.0 / 17, 2.0 / 19, 2.0 / 21};
+  double p = c[9];
+  for (int i = 8; i >= 0; --i) p = p * z + c[i];
+  const double R = z * p;
+  const double hfsq = 0.5 * f * f;
+  const double de = e;
+  return de * ln2_hi - ((hfsq - (s * (hfsq + R) + de * ln2_lo)) - f);
+}
+
+// Correctly rounded sqrt. Write x = X 2^(2E - 52) with the integer X in [2^52, 2^54); then
+// sqrt(x) = sqrt(X 2^52) 2^(E - 52), and the answer's significand is Y = round(sqrt(X 2^52)),
+// an integer in [2^52, 2^53]. Newton in double gets Y to within an ulp or so; then the exact
+// integer residual R = X 2^52 - Y^2 decides: Y is right iff (Y - 1/2)^2 <= X 2^52 < (Y + 1/2)^2,
+// i.e. -Y < R <= Y. Only R's low 64 bits are needed because |R| < 2^56 once Y is that close, and
+// unsigned arithmetic wraps exactly. Integer arithmetic also makes the check immune to FMA
+// contraction (-ffp-contract), which would break a floating-point residual.
+constexpr double sqrt_f64(double x) noexcept {
+  if (math::isnan(x)) return x;
+  if (x < 0) return quiet_nan<double>;
+  if (x == 0 || math::isinf(x)) return x;  // sqrt(-0) = -0
+  if (x < std::numeric_limits<double>::min()) return sqrt_f64(x * 0x1p108) * 0x1p-54;  // both exact
+  const auto b = std::bit_cast<std::uint64_t>(x);
+  int e = static_cast<int>(b >> 52) - 1023;
+  std::uint64_t X = (b & f64_frac_mask) | f64_hidden_bit;  // x = X 2^(e - 52)
+  if (e & 1) {  // make the exponent even (e odd, also when negative: e & 1 works on two's complement)
+    X <<= 1;
+    --e;
+  }
+  const double m = static_cast<double>(X) * 0x1p-52;  // exact, in [1, 4)
+  double y = (m + 2.0) / 3.0;  // chord of sqrt on [1, 4]: within 6%
+  for (int i = 0; i < 4; ++i) y = 0.5 * (y + m / y);  // 6e-2 -> 2e-3 -> 1e-6 -> 1e-12 -> rounding
+  auto Y = static_cast<std::uint64_t>(y * 0x1p52);    // y in [1, 2]: exact integer
+  const std::uint64_t target = X << 52;               // X 2^52 mod 2^64
+  for (int i = 0; i < 4; ++i) {
+    const auto R = static_cast<std::int64_t>(target - Y * Y);
+    const auto Ys = static_cast<std::int64_t>(Y);
+    if (R > Ys) {
+      ++Y;
+    } else if (R <= -Ys) {
+      --Y;
+    } else {
+      break;
+    }
+  }
+  // Exponent field e/2 + 1023 plus the 52-bit fraction Y - 2^52; Y = 2^53 carries into the exponent.
+  return std::bit_cast<double>((static_cast<std::uint64_t>(e / 2 + 1023) << 52) + (Y - f64_hidden_bit));
+}
+
+}  // namespace detail
+
+// --- constexpr implementations ---------------------------------------------------------------
+
+template <ieee_float T>
+constexpr T cexp(T x) noexcept {
+  if constexpr (std::same_as<T, double>) {
+    return detail::exp_f64(x);
+  } else {
+    if (math::isnan(x)) return x;
+    if (x > detail::exp_max_f32) return infinity<float>;
+    if (x < detail::exp_min_f32) return 0.0f;
+    return static_cast<float>(detail::exp_f64(x));
+  }
+}
+
+template <ieee_float T>
+constexpr T cexpm1(T x) noexcept {
+  if constexpr (std::same_as<T, double>) {
+    return detail::expm1_f64(x);
+  } else {
+    if (math::isnan(x)) return x;
+    if (x > detail::exp_max_f32) return infinity<float>;
+    return static_cast<float>(detail::expm1_f64(x));
+  }
+}
+
+template <ieee_float T>
+constexpr T csqrt(T x) noexcept {
+  if constexpr (std::same_as<T, double>) {
+    return detail::sqrt_f64(x);
+  } else {
+    // A correctly rounded double sqrt rounded again to float is the correctly rounded float sqrt
+    // (53 >= 2 * 24 + 2 bits: no double-rounding error is possible).
+    if (math::isnan(x)) return x;
+    if (x < 0) return quiet_nan<float>;
+    if (math::isinf(x)) return x;
+    return static_cast<float>(detail::sqrt_f64(x));
+  }
+}
+
+template <ieee_float T>
+constexpr T ctanh(T x) noexcept {
+  if constexpr (std::same_as<T, double>) {
+    return detail::tanh_f64(x);
+  } else {
+    if (math::isnan(x)) return x;
+    return static_cast<float>(detail::tanh_f64(x));
+  }
+}
+
+template <ieee_float T>
+constexpr T clog(T x) noexcept {
+  if constexpr (std::same_as<T, double>) {
+    return detail::log_f64(x);
+  } else {
+    if (math::isnan(x)) return x;
+    if (x < 0) return quiet_nan<float>;
+    if (x == 0) return -infinity<float>;
+    if (math::isinf(x)) return x;
+    return static_cast<float>(detail::log_f64(x));
+  }
+}
+
+// --- dispatchers: constexpr kernels at compile time, the C library at run time ----------------
+
+template <ieee_float T>
+constexpr T exp(T x) noexcept {
+  if (std::is_constant_evaluated()) return cexp(x);
+  return std::exp(x);
+}
+
+template <ieee_float T>
+constexpr T expm1(T x) noexcept {
+  if (std::is_constant_evaluated()) return cexpm1(x);
+  return std::expm1(x);
+}
+
+template <ieee_float T>
+constexpr T sqrt(T x) noexcept {
+  if (std::is_constant_evaluated()) return csqrt(x);
+  return std::sqrt(x);
+}
+
+template <ieee_float T>
+constexpr T tanh(T x) noexcept {
+  if (std::is_constant_evaluated()) return ctanh(x);
+  return std::tanh(x);
+}
+
+template <ieee_float T>
+constexpr T log(T x) noexcept {
+  if (std::is_constant_evaluated()) return clog(x);
+  return std::log(x);
+}
+
+}  // namespace attnx::math
