@@ -8,6 +8,7 @@
 #include "attnx/shape/shape.hpp"
 #include "attnx/tensor/storage.hpp"
 #include "attnx/expr/expression.hpp"
+#include "attnx/expr/traversal.hpp"
 #include "attnx/tensor/tensor.hpp"
 #include "attnx/tensor/view.hpp"
 #include "attnx/expr/elementwise.hpp"

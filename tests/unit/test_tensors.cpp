@@ -129,3 +129,18 @@ BOOST_AUTO_TEST_CASE(printing) {
   BOOST_TEST(os.str() == "[[1, 2],\n [3, 4]]");
   BOOST_TEST((shape_string<make_shape<seq<3>, 4>>()) == "[seq=3, 4]");
 }
+
+BOOST_AUTO_TEST_CASE(aliasing_detection) {
+  tensor<double, 2, 2> a{{1, 2}, {3, 4}}, b{{1, 0}, {0, 1}};
+  BOOST_TEST(reads_memory(a * b + 1.0, a.data(), 4));
+  BOOST_TEST(!reads_memory(b * b + 1.0, a.data(), 4));
+  tensor<bool, 2, 2> m{{true, false}, {true, true}};
+  BOOST_TEST(reads_memory(mask(b, m), reinterpret_cast<const double*>(m.data()), 1));
+  static_assert(node_count<decltype(a * b + 1.0)>() == 5);  // +, *, a, b, scalar
+  // In-place element-wise update through the non-aliasing path and the aliasing one.
+  a = b * 3.0;
+  BOOST_TEST(a(1, 1) == 3.0);
+  a = a + a;
+  BOOST_TEST(a(1, 1) == 6.0);
+  BOOST_TEST(a(0, 1) == 0.0);
+}

@@ -74,7 +74,13 @@ class masked_expr : public expression_tag {
   constexpr const A& operand() const noexcept { return a_; }
   constexpr const Kind& kind() const noexcept { return k_; }
   constexpr value_type fill() const noexcept { return fill_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+  constexpr auto operands() const {
+    if constexpr (requires { k_.mask; }) {
+      return boost::hana::make_tuple(&a_, &k_.mask);
+    } else {
+      return boost::hana::make_tuple(&a_);
+    }
+  }
 
  private:
   A a_;

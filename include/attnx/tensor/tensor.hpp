@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "attnx/expr/expression.hpp"
+#include "attnx/expr/traversal.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
 #include "attnx/tensor/storage.hpp"
@@ -131,6 +132,11 @@ class basic_tensor : public expression_tag {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, basic_tensor>)
   constexpr basic_tensor& operator=(const E& e) {
+    if (!std::is_constant_evaluated() && !reads_memory(e, data(), size)) {
+      check_assignment<Shape, shape_of_t<E>>();
+      assign_into(data(), e);
+      return *this;
+    }
     basic_tensor fresh(e);
     s_ = std::move(fresh.s_);
     return *this;

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "attnx/expr/expression.hpp"
+#include "attnx/expr/traversal.hpp"
 #include "attnx/tensor/tensor.hpp"
 
 namespace attnx {
@@ -73,6 +74,10 @@ class basic_view : public expression_tag {
     requires(!std::is_const_v<T>)
   {
     check_assignment<Shape, shape_of_t<E>>();
+    if (!std::is_constant_evaluated() && !reads_memory(e, p_, size)) {
+      assign_into(p_, e);
+      return *this;
+    }
     basic_tensor<element, Shape> fresh(e);
     for (std::size_t i = 0; i < size; ++i) p_[i] = fresh.data()[i];
     return *this;
