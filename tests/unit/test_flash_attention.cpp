@@ -463,14 +463,14 @@ BOOST_AUTO_TEST_CASE(huge_logits_seed_001) {
 }
 
 // Large logits in float too: N(0,1) * 6 entries, unit scale, scores in the hundreds. The score
-// rounding error grows with the score, hence the looser, relative tolerance.
+// rounding error grows with the score, hence the looser tolerance (observed: under 1e-6).
 BOOST_AUTO_TEST_CASE(large_logits_float) {
   for (isa i : runnable_isas()) {
     spec s = make_spec(1, 1, 1, 33, 45, 16, 8);
     instance<float> in(s, 51, 6.0);
     in.p.scale = 1.0f;
     run_isa(i, in.p);
-    const double worst = in.check(in.reference(), 2e-3 * 6, 0);
+    const double worst = in.check(in.reference(), 1e-4, 1e-4);
     BOOST_TEST_MESSAGE(ak::detail::isa_name(i) << " large float logits: max abs error " << worst);
   }
 }
