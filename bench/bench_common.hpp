@@ -1,0 +1,68 @@
+// attnx benchmarks: shared set-up. One head, Q, K, V of L x d, fp32, row-major, N(0,1) entries.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "attnx/kernels/flash_attention.hpp"
+
+namespace bench {
+
+struct qkv {
+  std::size_t L, d;
+  std::vector<float> q, k, v, o;
+  qkv(std::size_t L_, std::size_t d_) : L(L_), d(d_), q(L * d), k(L * d), v(L * d), o(L * d) {
+    std::mt19937 g(42);
+    std::normal_distribution<float> nd;
+    for (auto* t : {&q, &k, &v})
+      for (auto& x : *t) x = nd(g);
+  }
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(d)); }
+};
+
+inline attnx::kernels::attention_problem<float> problem(qkv& x, bool causal, unsigned threads) {
+  attnx::kernels::attention_problem<float> p{};
+  const auto d = static_cast<std::ptrdiff_t>(x.d);
+  p.q = x.q.data();
+  p.q_row_stride = d;
+  p.k = x.k.data();
+  p.k_row_stride = d;
+  p.v = x.v.data();
+  p.v_row_stride = d;
+  p.o = x.o.data();
+  p.o_row_stride = d;
+  p.lq = p.lk = x.L;
+  p.dk = p.dv = x.d;
+  p.scale = x.scale();
+  p.causal = causal ? attnx::kernels::causal_kind::top_left : attnx::kernels::causal_kind::none;
+  p.threads = threads;
+  return p;
+}
+
+// 4 L^2 d: two products of 2 L^2 d each; half of it with a causal mask (only unmasked work counts).
+inline double attention_flops(std::size_t L, std::size_t d, bool causal) {
+  return 4.0 * double(L) * double(L) * double(d) * (causal ? 0.5 : 1.0);
+}
+
+inline void set_counters(benchmark::State& state, std::size_t L, std::size_t d, bool causal, unsigned threads) {
+  state.counters["FLOPS"] = benchmark::Counter(attention_flops(L, d, causal), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["L"] = double(L);
+  state.counters["d"] = double(d);
+  state.counters["causal"] = causal ? 1 : 0;
+  state.counters["threads"] = threads;
+}
+
+// Row softmax of S (rows x cols, leading dimension ld), in place; with causal, row i keeps
+// columns j <= i and zeroes the rest. Defined in softmax_rows.cpp (built with -ffast-math so
+// that glibc's vectorised expf is used: the strongest baseline we can give the unfused path).
+// Benchmark arguments {L, d, causal, threads} for every d in {64, 128}, causal off/on.
+void attention_args(benchmark::internal::Benchmark* b, const std::vector<long>& Ls, const std::vector<long>& threads);
+inline const std::vector<long> all_L = {128, 512, 1024, 2048, 4096, 8192};
+
+void softmax_rows(float* S, std::size_t rows, std::size_t cols, std::size_t ld, bool causal, std::size_t row0 = 0);
+
+}  // namespace bench

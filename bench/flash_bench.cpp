@@ -1,0 +1,149 @@
+// attnx benchmarks: the fused kernel against the unfused computations users know, and the FMA
+// peak of this core measured in the same run. Counter FLOPS = 4 L^2 d per second (half for causal).
+// Run through scripts/bench.sh, which turns the JSON into docs/benchmarks.md.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <cblas.h>
+#include <immintrin.h>
+
+#include "bench_common.hpp"
+
+namespace {
+
+using bench::qkv;
+
+// ---- FMA peak: independent register-resident FMA chains (enough to cover latency x pipes) ----
+void BM_fma_peak(benchmark::State& state) {
+#if defined(__AVX512F__)
+  using reg = __m512;
+  constexpr int lanes = 16;
+#define ATTNX_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define ATTNX_SET1(x) _mm512_set1_ps(x)
+#else
+  using reg = __m256;
+  constexpr int lanes = 8;
+#define ATTNX_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define ATTNX_SET1(x) _mm256_set1_ps(x)
+#endif
+  constexpr int chains = 16;
+  constexpr long inner = 1 << 16;
+  reg acc[chains];
+  for (int i = 0; i < chains; ++i) acc[i] = ATTNX_SET1(float(i));
+  const reg x = ATTNX_SET1(0.9999f), y = ATTNX_SET1(1e-7f);
+  for (auto _ : state) {
+    for (long it = 0; it < inner; ++it) {
+#pragma GCC unroll 16
+      for (int i = 0; i < chains; ++i) acc[i] = ATTNX_FMA(acc[i], x, y);
+    }
+    for (int i = 0; i < chains; ++i) benchmark::DoNotOptimize(acc[i]);
+  }
+#undef ATTNX_FMA
+#undef ATTNX_SET1
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * lanes * chains * inner, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(lanes) + " lanes x " + std::to_string(chains) + " chains");
+}
+
+// ---- fused kernel ----------------------------------------------------------------------------
+void BM_fused(benchmark::State& state) {
+  const auto L = std::size_t(state.range(0)), d = std::size_t(state.range(1));
+  const bool causal = state.range(2) != 0;
+  const auto threads = unsigned(state.range(3));
+  qkv x(L, d);
+  const auto p = bench::problem(x, causal, threads);
+  for (auto _ : state) {
+    attnx::kernels::flash_attention(p);
+    benchmark::DoNotOptimize(x.o.data());
+    benchmark::ClobberMemory();
+  }
+  bench::set_counters(state, L, d, causal, threads);
+  state.SetLabel(attnx::kernels::detail::isa_name(attnx::kernels::detail::native_isa));
+}
+
+// ---- unfused: OpenBLAS sgemm, row softmax, sgemm ----------------------------------------------
+void BM_openblas(benchmark::State& state) {
+  const auto L = std::size_t(state.range(0)), d = std::size_t(state.range(1));
+  const bool causal = state.range(2) != 0;
+  const auto threads = unsigned(state.range(3));
+  qkv x(L, d);
+  std::vector<float> S(L * L);
+  openblas_set_num_threads(int(threads));
+  const auto n = int(L), dd = int(d);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dd, x.scale(), x.q.data(), dd, x.k.data(), dd, 0.0f,
+                S.data(), n);
+    if (threads > 1) {  // the softmax rows split like the GEMMs: one slice per thread
+      const std::function<void(unsigned)> job = [&](unsigned t) {
+        const std::size_t r0 = L * t / threads, r1 = L * (t + 1) / threads;
+        bench::softmax_rows(S.data() + r0 * L, r1 - r0, L, L, causal, r0);
+      };
+      attnx::kernels::detail::parallel_run(threads, job);
+    } else {
+      bench::softmax_rows(S.data(), L, L, L, causal);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dd, n, 1.0f, S.data(), n, x.v.data(), dd, 0.0f,
+                x.o.data(), dd);
+    benchmark::ClobberMemory();
+  }
+  bench::set_counters(state, L, d, causal, threads);
+  state.SetLabel(openblas_get_corename());
+}
+
+
+// ---- naive reference: three loops, stable softmax (small L only) -------------------------------
+void BM_naive(benchmark::State& state) {
+  const auto L = std::size_t(state.range(0)), d = std::size_t(state.range(1));
+  const bool causal = state.range(2) != 0;
+  qkv x(L, d);
+  std::vector<float> s(L);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < L; ++i) {
+      const std::size_t n = causal ? i + 1 : L;
+      float m = -INFINITY;
+      for (std::size_t j = 0; j < n; ++j) {
+        float a = 0;
+        for (std::size_t c = 0; c < d; ++c) a += x.q[i * d + c] * x.k[j * d + c];
+        s[j] = a * x.scale();
+        m = std::max(m, s[j]);
+      }
+      float sum = 0;
+      for (std::size_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - m));
+      for (std::size_t c = 0; c < d; ++c) {
+        float a = 0;
+        for (std::size_t j = 0; j < n; ++j) a += s[j] * x.v[j * d + c];
+        x.o[i * d + c] = a / sum;
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  bench::set_counters(state, L, d, causal, 1);
+}
+
+}  // namespace
+
+namespace bench {
+void attention_args(benchmark::internal::Benchmark* b, const std::vector<long>& Ls, const std::vector<long>& threads) {
+  for (long d : {64, 128})
+    for (long causal : {0, 1})
+      for (long t : threads)
+        for (long L : Ls) b->Args({L, d, causal, t});
+  b->ArgNames({"L", "d", "causal", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+}  // namespace bench
+
+namespace {
+using bench::all_L;
+using bench::attention_args;
+
+BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_fused)->Apply([](auto* b) { attention_args(b, all_L, {1, 2}); });
+BENCHMARK(BM_openblas)->Apply([](auto* b) { attention_args(b, all_L, {1, 2}); });
+BENCHMARK(BM_naive)->Apply([](auto* b) { attention_args(b, {128, 512}, {1}); });
+
+}  // namespace
+
+BENCHMARK_MAIN();
