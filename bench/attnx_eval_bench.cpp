@@ -1,5 +1,9 @@
-// attnx benchmarks: the library's own (unfused) expression evaluation of attention on views,
-// attnx::evaluate(softmax(scale(Q * transpose(K), s)) * V), one instantiation per (L, d).
+// attnx benchmarks: attention written as an attnx expression on views,
+//   attnx::evaluate(softmax(scale(Q * transpose(K), s)) * V)      (with mask(..., causal) when causal)
+// evaluated two ways, one thread each, one instantiation per (L, d):
+//   BM_attnx_eval  the row-by-row expression evaluator (attnx::fused_enabled = false): unfused
+//   BM_attnx_expr  the same expression dispatched to the fused kernel (eval/fused.hpp): what a user
+//                  of the expression API gets; its gap to BM_fused is the dispatch overhead
 #include <string>
 
 #include "attnx/attnx.hpp"
@@ -7,11 +11,14 @@
 
 namespace {
 
-template <std::size_t L, std::size_t D, bool Causal>
-void BM_attnx_eval(benchmark::State& state) {
+template <std::size_t L, std::size_t D, bool Causal, bool Fused>
+void BM_attnx(benchmark::State& state) {
   bench::qkv x(L, D);
   const attnx::view<const float, L, D> Q(x.q), K(x.k), V(x.v);
   const float s = x.scale();
+  attnx::fused_enabled = Fused;
+  attnx::set_threads(1);
+  const std::size_t runs0 = attnx::fused_runs;
   for (auto _ : state) {
     if constexpr (Causal) {
       auto r = attnx::evaluate(attnx::softmax(attnx::mask(attnx::scale(Q * attnx::transpose(K), s), attnx::causal)) * V);
@@ -22,28 +29,33 @@ void BM_attnx_eval(benchmark::State& state) {
     }
     benchmark::ClobberMemory();
   }
+  const bool took_fused_path = attnx::fused_runs != runs0;
+  attnx::fused_enabled = true;
+  attnx::set_threads(0);
+  if (took_fused_path != Fused) state.SkipWithError(Fused ? "the fused path was not taken" : "the fused path was taken");
   bench::set_counters(state, L, D, Causal, 1);
 }
 
-template <std::size_t L, std::size_t D, bool Causal>
+template <std::size_t L, std::size_t D, bool Causal, bool Fused>
 void add() {
-  const std::string name = "BM_attnx_eval/L:" + std::to_string(L) + "/d:" + std::to_string(D) +
-                           "/causal:" + std::to_string(int(Causal)) + "/threads:1";
-  benchmark::RegisterBenchmark(name.c_str(), BM_attnx_eval<L, D, Causal>)->Unit(benchmark::kMillisecond);
+  const std::string name = std::string(Fused ? "BM_attnx_expr" : "BM_attnx_eval") + "/L:" + std::to_string(L) +
+                           "/d:" + std::to_string(D) + "/causal:" + std::to_string(int(Causal)) + "/threads:1";
+  benchmark::RegisterBenchmark(name.c_str(), BM_attnx<L, D, Causal, Fused>)->Unit(benchmark::kMillisecond);
 }
 
-template <std::size_t... Ls>
+template <bool Fused, std::size_t... Ls>
 void add_all() {
-  (add<Ls, 64, false>(), ...);
-  (add<Ls, 64, true>(), ...);
-  (add<Ls, 128, false>(), ...);
-  (add<Ls, 128, true>(), ...);
+  (add<Ls, 64, false, Fused>(), ...);
+  (add<Ls, 64, true, Fused>(), ...);
+  (add<Ls, 128, false, Fused>(), ...);
+  (add<Ls, 128, true, Fused>(), ...);
 }
 
-// The evaluator is single-threaded (CPU time, like every one-thread benchmark); L <= 2048 keeps
-// the run short.
+// One thread (CPU time, like every one-thread benchmark). The row evaluator stops at L = 2048 to
+// keep the run short.
 const int registered = [] {
-  add_all<128, 512, 1024, 2048>();
+  add_all<false, 128, 512, 1024, 2048>();
+  add_all<true, 128, 512, 1024, 2048, 4096, 8192>();
   return 0;
 }();
 
