@@ -15,6 +15,7 @@
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/mask.hpp"
+#include "attnx/expr/heads.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/attention.hpp"

@@ -19,6 +19,7 @@
 
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/expression.hpp"
+#include "attnx/expr/heads.hpp"
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
@@ -323,6 +324,50 @@ struct evaluator<masked_expr<A, Kind>> {
   T fill;
   typename mask_evaluator<Kind>::type m;
   std::ptrdiff_t limit = 0;
+};
+
+// ---- heads: strided reads, no copies of operands already in memory -----------------------------
+template <std::size_t H, class A>
+struct evaluator<split_heads_expr<H, A>> {
+  using S = shape_of_t<A>;  // (batch..., L, D); the result is (batch..., H, L, D / H)
+  static constexpr std::size_t L = S::template extent<S::rank - 2>;
+  static constexpr std::size_t D = S::cols;
+  static constexpr std::size_t d = D / H;
+  constexpr explicit evaluator(const split_heads_expr<H, A>& e) : src(e.operand()) {}
+  constexpr void begin_row(std::size_t r) {
+    const std::size_t l = r % L, h = (r / L) % H, b = r / (L * H);
+    row = src.data() + (b * L + l) * D + h * d;
+  }
+  constexpr auto at(std::size_t j) const { return row[j]; }
+  dense_operand<A> src;
+  const value_t<A>* row = nullptr;
+};
+
+template <class A>
+struct evaluator<merge_heads_expr<A>> {
+  using S = shape_of_t<A>;  // (batch..., H, L, d); the result is (batch..., L, H * d)
+  static constexpr std::size_t H = S::template extent<S::rank - 3>;
+  static constexpr std::size_t L = S::template extent<S::rank - 2>;
+  static constexpr std::size_t d = S::cols;
+  constexpr explicit evaluator(const merge_heads_expr<A>& e) : src(e.operand()) {}
+  constexpr void begin_row(std::size_t r) { base = src.data() + ((r / L) * H * L + r % L) * d; }
+  constexpr auto at(std::size_t j) const { return base[(j / d) * L * d + j % d]; }
+  dense_operand<A> src;
+  const value_t<A>* base = nullptr;
+};
+
+template <std::size_t G, class A>
+struct evaluator<repeat_heads_expr<G, A>> {
+  using S = shape_of_t<A>;  // (batch..., Hkv, L, d); the result has Hkv * G heads
+  static constexpr std::size_t Hkv = S::template extent<S::rank - 3>;
+  static constexpr std::size_t L = S::template extent<S::rank - 2>;
+  constexpr explicit evaluator(const repeat_heads_expr<G, A>& e) : a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) {
+    const std::size_t l = r % L, h = (r / L) % (Hkv * G), b = r / (L * Hkv * G);
+    a.begin_row((b * Hkv + h / G) * L + l);
+  }
+  constexpr auto at(std::size_t j) const { return a.at(j); }
+  evaluator<A> a;
 };
 
 }  // namespace attnx

@@ -52,6 +52,37 @@ struct layout {
                    : (S::rank == 3 ? static_cast<std::ptrdiff_t>(rows * cols) : 0);
 };
 
+// An operand as the kernel reads it: a pointer and (batch, head, row) strides. Tensors and views are
+// read in place, split_heads(X) reads X with the heads' strides (no copy), repeat_heads<G>(K) shares
+// each K/V head among G query heads (GQA); anything else is evaluated once into a temporary.
+template <class E, std::size_t R>
+struct strided_operand {
+  using L = layout<shape_of_t<E>, R>;
+  constexpr explicit strided_operand(const E& e) : d(e) {}
+  const value_t<E>* data() const noexcept { return d.data(); }
+  static constexpr std::ptrdiff_t batch_stride = L::batch_stride, head_stride = L::head_stride, row_stride = L::row_stride;
+  static constexpr std::size_t rows = L::rows, cols = L::cols, group = 1;
+  dense_operand<E> d;
+};
+template <std::size_t H, class A, std::size_t R>
+struct strided_operand<split_heads_expr<H, A>, R> {
+  using SA = shape_of_t<A>;  // (B, L, D) -> (B, H, L, D/H), or (L, D) -> (H, L, D/H)
+  constexpr explicit strided_operand(const split_heads_expr<H, A>& e) : d(e.operand()) {}
+  const value_t<A>* data() const noexcept { return d.data(); }
+  static constexpr std::size_t rows = SA::template extent<SA::rank - 2>, cols = SA::cols / H, group = 1;
+  static constexpr std::ptrdiff_t row_stride = static_cast<std::ptrdiff_t>(SA::cols);
+  // Rank-3 scores (H, Lq, Lk): the kernel's batch axis walks the heads.
+  static constexpr std::ptrdiff_t batch_stride =
+      SA::rank == 3 ? static_cast<std::ptrdiff_t>(rows * SA::cols) : static_cast<std::ptrdiff_t>(cols);
+  static constexpr std::ptrdiff_t head_stride = SA::rank == 3 ? static_cast<std::ptrdiff_t>(cols) : 0;
+  dense_operand<A> d;
+};
+template <std::size_t G, class A, std::size_t R>
+struct strided_operand<repeat_heads_expr<G, A>, R> : strided_operand<A, R> {
+  constexpr explicit strided_operand(const repeat_heads_expr<G, A>& e) : strided_operand<A, R>(e.operand()) {}
+  static constexpr std::size_t group = G * strided_operand<A, R>::group;
+};
+
 // Strides of a mask of shape M broadcast to scores of shape S, for the kernel's (b, h, i, j) indexing.
 template <class M, class S>
 constexpr std::array<std::ptrdiff_t, 4> mask_strides() {
@@ -119,6 +150,13 @@ struct scores<binary_expr<ops::plus, A, M>> : scores<A> {
   static constexpr int additive = scores<A>::additive + (std::is_same_v<value_t<M>, value_t<A>> ? 1 : 99);
 };
 
+// Shared K/V heads: only on the heads axis of rank-4 scores, the same grouping for K and V, none for Q.
+template <class Q, class K, class V, std::size_t R>
+constexpr bool kv_groups_ok() {
+  constexpr std::size_t gq = strided_operand<Q, R>::group, gk = strided_operand<K, R>::group, gv = strided_operand<V, R>::group;
+  return gq == 1 && gk == gv && (gk == 1 || R == 4);
+}
+
 template <class P, class V>
 constexpr bool matches() {
   using s = scores<P>;
@@ -129,7 +167,7 @@ constexpr bool matches() {
     return (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<value_t<typename s::q>, T> &&
            std::is_same_v<value_t<typename s::k>, T> && std::is_same_v<value_t<V>, T> && std::is_same_v<value_t<P>, T> &&
            shape_of_t<P>::rank >= 2 && shape_of_t<P>::rank <= 4 && s::causal <= 1 && s::padding + s::lengths <= 1 &&
-           s::boolean <= 1 && s::additive <= 1;
+           s::boolean <= 1 && s::additive <= 1 && kv_groups_ok<typename s::q, typename s::k, V, shape_of_t<P>::rank>();
   }
 }
 
@@ -208,20 +246,20 @@ bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e) {
     if (!b.ok) return;
     using Q = std::remove_cvref_t<decltype(product.lhs())>;
     using K = std::remove_cvref_t<decltype(product.rhs().operand())>;
-    using LQ = layout<shape_of_t<Q>, R>;
-    using LK = layout<shape_of_t<K>, R>;
-    using LV = layout<shape_of_t<V>, R>;
+    using LQ = strided_operand<Q, R>;
+    using LK = strided_operand<K, R>;
+    using LV = strided_operand<V, R>;
     using LO = layout<O, R>;
-    const dense_operand<Q> q(product.lhs());
-    const dense_operand<K> k(product.rhs().operand());
-    const dense_operand<V> v(e.rhs());
+    const LQ q(product.lhs());
+    const LK k(product.rhs().operand());
+    const LV v(e.rhs());
     p.q = q.data(), p.q_batch_stride = LQ::batch_stride, p.q_head_stride = LQ::head_stride, p.q_row_stride = LQ::row_stride;
     p.k = k.data(), p.k_batch_stride = LK::batch_stride, p.k_head_stride = LK::head_stride, p.k_row_stride = LK::row_stride;
     p.v = v.data(), p.v_batch_stride = LV::batch_stride, p.v_head_stride = LV::head_stride, p.v_row_stride = LV::row_stride;
     p.o = dst, p.o_batch_stride = LO::batch_stride, p.o_head_stride = LO::head_stride, p.o_row_stride = LO::row_stride;
     p.batch = R >= 3 ? S::extents[0] : 1;
     p.heads = R == 4 ? S::extents[1] : 1;
-    p.kv_heads = p.heads;
+    p.kv_heads = p.heads / LK::group;
     p.lq = LQ::rows;
     p.lk = LK::rows;
     p.dk = LQ::cols;

@@ -56,6 +56,7 @@ template <class... Facts> struct assignment_extents_differ { static constexpr bo
 template <class... Facts> struct assignment_axes_differ { static constexpr bool value = false; };
 template <class... Facts> struct assignment_ranks_differ { static constexpr bool value = false; };
 template <class... Facts> struct d_model_not_divisible_by_heads { static constexpr bool value = false; };
+template <class... Facts> struct heads_need_a_sequence_axis { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;

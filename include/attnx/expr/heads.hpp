@@ -1,0 +1,113 @@
+// attnx: splitting features into heads and merging them back, and sharing K/V heads (GQA/MQA).
+//
+//   split_heads<H>(x)     (batch..., L, H*d)    -> (batch..., H, L, d)     head h = columns [h*d, (h+1)*d)
+//   merge_heads(y)        (batch..., H, L, d)   -> (batch..., L, H*d)      the inverse
+//   repeat_heads<G>(k)    (batch..., Hkv, L, d) -> (batch..., Hkv*G, L, d) query head h reads kv head h / G
+// None of them copies a tensor that is already in memory: the evaluators read it with the heads'
+// strides, and the fused kernel is handed those strides directly. An operand that is an expression
+// (a projection X * W) is evaluated once.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/expr/expression.hpp"
+#include "attnx/shape/errors.hpp"
+#include "attnx/shape/shape.hpp"
+
+namespace attnx {
+
+namespace detail {
+// Index helpers that stay in range for ill-formed ranks (the rule's static_assert reports those).
+template <class S, std::size_t Back>
+inline constexpr std::size_t from_back = S::rank >= Back ? S::rank - Back : 0;
+}  // namespace detail
+
+template <std::size_t H, class A>
+class split_heads_expr : public expression_tag {
+  using S = shape_of_t<A>;
+
+ public:
+  static constexpr std::size_t heads = H;
+  static constexpr std::size_t head_dim = S::cols / H;
+  using value_type = value_t<A>;
+  // (batch..., L, D) -> (batch..., H, L, D / H)
+  using shape_type = shape_cat_t<take_front_t<S, detail::from_back<S, 2>>,
+                                 shape<axis<names::heads, H>, typename S::template axis_t<detail::from_back<S, 2>>,
+                                       axis<anon, S::cols / H>>>;
+  constexpr explicit split_heads_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+template <class A>
+class merge_heads_expr : public expression_tag {
+  using S = shape_of_t<A>;
+
+ public:
+  static constexpr std::size_t heads = S::template extent<detail::from_back<S, 3>>;
+  using value_type = value_t<A>;
+  // (batch..., H, L, d) -> (batch..., L, H * d)
+  using shape_type = shape_cat_t<take_front_t<S, detail::from_back<S, 3>>,
+                                 shape<typename S::template axis_t<detail::from_back<S, 2>>, axis<anon, heads * S::cols>>>;
+  constexpr explicit merge_heads_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+template <std::size_t G, class A>
+class repeat_heads_expr : public expression_tag {
+  using S = shape_of_t<A>;
+
+ public:
+  static constexpr std::size_t group = G;
+  using value_type = value_t<A>;
+  using shape_type =
+      shape_cat_t<take_front_t<S, detail::from_back<S, 3>>,
+                  shape<axis<names::heads, S::template extent<detail::from_back<S, 3>> * G>,
+                        typename S::template axis_t<detail::from_back<S, 2>>, typename S::template axis_t<detail::from_back<S, 1>>>>;
+  constexpr explicit repeat_heads_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+template <std::size_t H, expression A>
+constexpr auto split_heads(A&& a) {
+  using S = shape_of_t<A>;
+  static_assert(S::rank >= 2 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
+                "attnx: split_heads: the operand needs a sequence axis and a feature axis");
+  static_assert(H > 0 && (S::rank == 0 || S::cols % H == 0) ||
+                    error::holds<error::d_model_not_divisible_by_heads<error::d_model<S::cols>, error::heads<H>>>,
+                "attnx: split_heads: the feature extent (d_model) must be divisible by the number of heads");
+  return split_heads_expr<H, stored_t<A>>(store(std::forward<A>(a)));
+}
+
+template <expression A>
+constexpr auto merge_heads(A&& a) {
+  using S = shape_of_t<A>;
+  static_assert(S::rank >= 3 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
+                "attnx: merge_heads: the operand needs heads, sequence and feature axes");
+  return merge_heads_expr<stored_t<A>>(store(std::forward<A>(a)));
+}
+
+template <std::size_t G, expression A>
+constexpr auto repeat_heads(A&& a) {
+  using S = shape_of_t<A>;
+  static_assert(S::rank >= 3 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
+                "attnx: repeat_heads: the operand needs heads, sequence and feature axes");
+  static_assert(G > 0, "attnx: repeat_heads: the group size must be positive");
+  return repeat_heads_expr<G, stored_t<A>>(store(std::forward<A>(a)));
+}
+
+}  // namespace attnx
