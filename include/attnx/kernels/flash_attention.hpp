@@ -192,8 +192,8 @@ void run_flash(const attention_problem<T>& p) {
   if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
 
   struct item {
-    std::size_t cost;
-    std::uint32_t b, h, qb;
+    std::size_t cost, i0;
+    std::uint32_t b, h;
   };
   constexpr std::size_t MQ = Kernel::MQ;
   const std::size_t blocks = (p.lq + MQ - 1) / MQ;
@@ -203,10 +203,9 @@ void run_flash(const attention_problem<T>& p) {
     for (std::size_t qb = 0; qb < blocks; ++qb) {
       // Limits grow with the row, so the last row of a block has the most keys.
       const std::size_t last = std::min(p.lq, (qb + 1) * MQ) - 1;
-      const std::size_t cost = key_limit(p, b, last) + 1;
+      const std::size_t cost = (key_limit(p, b, last) + 1) * (last + 1 - qb * MQ);
       for (std::size_t h = 0; h < p.heads; ++h)
-        items.push_back({cost, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h),
-                         static_cast<std::uint32_t>(qb)});
+        items.push_back({cost, qb * MQ, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
     }
   std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
 
@@ -224,7 +223,7 @@ void run_flash(const attention_problem<T>& p) {
     T* tile = reinterpret_cast<T*>(mine);
     auto* limit = reinterpret_cast<std::size_t*>(mine + Kernel::scratch_elems(p.dk, p.dv) * sizeof(T));
     for (std::size_t n; (n = next.fetch_add(1, std::memory_order_relaxed)) < items.size();)
-      Kernel::run(p, items[n].b, items[n].h, items[n].qb, tile, limit);
+      Kernel::run_block(p, items[n].b, items[n].h, items[n].i0, tile, limit);
   };
   parallel_run(threads, job);
 }
