@@ -19,4 +19,5 @@
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/attention.hpp"
+#include "attnx/expr/pairwise.hpp"
 #include "attnx/io.hpp"
