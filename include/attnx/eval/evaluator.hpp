@@ -138,62 +138,38 @@ struct dense_operand<E> {
   const value_t<E>* p;
 };
 
-// The right operand of a product: B itself, or, for B = transpose(C), C read transposed (so
-// Q * transpose(K) reads rows of K: dot products of contiguous rows).
-template <class B>
-struct rhs_operand {
-  static constexpr bool transposed = false;
-  using source = B;
-  static constexpr const B& get(const B& b) noexcept { return b; }
-};
-template <class C>
-struct rhs_operand<transpose_expr<C>> {
-  static constexpr bool transposed = true;
-  using source = C;
-  static constexpr const C& get(const transpose_expr<C>& b) noexcept { return b.operand(); }
-};
-
 // ---- row-wise: matrix product -----------------------------------------------------------------
+// Every output row is an axpy over the rows of B (out += a[k] * B[k, :]): the inner loop runs along
+// contiguous memory and vectorises, and each element is summed in the order k = 0, 1, ... exactly as
+// in a constant evaluation. B = transpose(C) is therefore materialised transposed once (a copy of C,
+// O(rows x cols of C), never of the output).
 template <class A, class B>
 struct evaluator<matmul_expr<A, B>> {
   using T = value_t<matmul_expr<A, B>>;
   using SA = shape_of_t<A>;
   using SB = shape_of_t<B>;
-  using R = rhs_operand<B>;
   static constexpr std::size_t M = SA::extents[SA::rank - 2];
   static constexpr std::size_t K = SA::cols;
   static constexpr std::size_t N = SB::cols;
   static constexpr bool batched_rhs = SB::rank > 2;
 
-  constexpr explicit evaluator(const matmul_expr<A, B>& e) : a(e.lhs()), b(R::get(e.rhs())) {}
+  constexpr explicit evaluator(const matmul_expr<A, B>& e) : a(e.lhs()), b(e.rhs()) {}
 
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
-    T* arow = abuf.data();
-    for (std::size_t k = 0; k < K; ++k) arow[k] = static_cast<T>(a.at(k));
     const auto* bm = b.data() + (batched_rhs ? (r / M) * K * N : 0);
     T* o = out.data();
-    if constexpr (R::transposed) {  // bm is N x K: out[j] = <arow, row j>
-      for (std::size_t j = 0; j < N; ++j) {
-        const auto* brow = bm + j * K;
-        T s = 0;
-        for (std::size_t k = 0; k < K; ++k) s += arow[k] * static_cast<T>(brow[k]);
-        o[j] = s;
-      }
-    } else {  // bm is K x N: out += arow[k] * row k
-      for (std::size_t j = 0; j < N; ++j) o[j] = 0;
-      for (std::size_t k = 0; k < K; ++k) {
-        const T ak = arow[k];
-        const auto* brow = bm + k * N;
-        for (std::size_t j = 0; j < N; ++j) o[j] += ak * static_cast<T>(brow[j]);
-      }
+    for (std::size_t j = 0; j < N; ++j) o[j] = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      const T ak = static_cast<T>(a.at(k));
+      const auto* brow = bm + k * N;
+      for (std::size_t j = 0; j < N; ++j) o[j] += ak * static_cast<T>(brow[j]);
     }
   }
   constexpr T at(std::size_t j) const { return out.data()[j]; }
 
   evaluator<A> a;
-  dense_operand<typename R::source> b;
-  storage<T, K> abuf{uninitialized};
+  dense_operand<B> b;
   storage<T, N> out{uninitialized};
 };
 
