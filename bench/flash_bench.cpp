@@ -132,8 +132,9 @@ void attention_args(benchmark::internal::Benchmark* b, const std::vector<long>& 
         for (long L : Ls) b->Args({L, d, causal, t});
   b->ArgNames({"L", "d", "causal", "threads"})->Unit(benchmark::kMillisecond);
   // One thread: CPU time of the calling thread, which other processes on the machine disturb less
-  // than wall time. More threads: the work runs on other threads too, so wall time.
-  if (threads.size() != 1 || threads[0] != 1) b->UseRealTime();
+  // than wall time. More threads: wall time for the rate, and the CPU time of the whole process
+  // (all threads) in cpu_time, to tell the threads' extra work from time lost to other processes.
+  if (threads.size() != 1 || threads[0] != 1) b->UseRealTime()->MeasureProcessCPUTime();
 }
 
 }  // namespace bench

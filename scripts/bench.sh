@@ -10,6 +10,8 @@
 #   ATTNX_BENCH_MIN_TIME  minimum seconds per repetition (default 0.1)
 #   ATTNX_BENCH_FILTER    Google Benchmark filter regex (default: all)
 #   ATTNX_BENCH_RSS_L     sequence lengths of the peak-RSS probe (default "16384 32768")
+#   ATTNX_BENCH_WAIT_IDLE wait up to this many seconds for the 1-minute load average to drop
+#                         below 0.5 before running (default 0: do not wait)
 #   CXX                   compiler (default g++)
 #
 # OPENBLAS_CORETYPE is unset for the benchmark processes only, so that OpenBLAS picks its
@@ -37,6 +39,12 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$CXX_BIN
   -DATTNX_BUILD_BENCH=ON -DATTNX_BUILD_TESTS=OFF -DATTNX_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$BUILD" -j 1 --target attnx_bench attnx_rss_probe
 
+waited=0
+while [ "$waited" -lt "${ATTNX_BENCH_WAIT_IDLE:-0}" ] &&
+      awk '{ exit !($1 >= 0.5) }' /proc/loadavg; do
+  sleep 10
+  waited=$((waited + 10))
+done
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 bench_cmd=(env -u OPENBLAS_CORETYPE "$BUILD/bench/attnx_bench"
   --benchmark_filter="$FILTER"
