@@ -1,0 +1,482 @@
+// attnx: multi-head attention as a module: compile-time sizes, weights owned or viewed, the forward
+// pass written as the expression it is.
+//
+//   using mha_t = attnx::multi_head_attention<float, 512, 8>;                    // d_k = d_v = 64, bias
+//   using gqa_t = attnx::multi_head_attention<float, 512, 8, attnx::mha_options{.kv_heads = 2}>;
+//   mha_t mha(W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O);      // tensors, views or expressions (copied)
+//   attnx::tensor<float, B, L, 512> y = mha(x, attnx::causal);                  // self-attention
+//   attnx::tensor<float, B, Lq, 512> z = mha(x, memory, attnx::key_lengths(lens)); // cross-attention
+//   attnx::tensor<float, B, 8, L, L> A = mha.weights(x, attnx::causal);         // only when asked
+//
+// The forward pass is, for an input x of shape (B, L, d_model) (or (L, d_model): a batch of one),
+//   merge_heads(attention(split_heads<H>(x W_Q + b_Q),
+//                         repeat_heads<G>(split_heads<H_kv>(m W_K + b_K)),
+//                         repeat_heads<G>(split_heads<H_kv>(m W_V + b_V)), masks...)) W_O + b_O
+// with m = x (self-attention) or the memory (cross-attention), G = H / H_kv. At run time the attention
+// in the middle is dispatched to the fused kernel (eval/fused.hpp), which reads the projected Q, K and
+// V with the heads' strides (no copies per head) and shares each K/V head among G query heads; the
+// projections are evaluated once each. In a constant evaluation everything runs row by row, so the
+// whole module works inside a static_assert.
+//
+// Shapes of the weights (A x B: the input's features are the rows, as in y = x W):
+//   W_Q d_model x H*d_k     W_K d_model x H_kv*d_k     W_V d_model x H_kv*d_v     W_O H*d_v x d_model
+//   b_Q H*d_k               b_K H_kv*d_k               b_V H_kv*d_v               b_O d_model
+// (PyTorch's nn.Linear stores weight as out x in: transpose when loading, see io/safetensors.hpp.)
+//
+// Lifetimes: the module's call operator returns a lazy expression, following the ownership rule of
+// docs/design.md: it refers to the module's weights (the module must outlive it), to lvalue inputs
+// and to the memory of key_lengths(); rvalue inputs are moved into it. forward(...) evaluates at once.
+// With weights_storage::viewed the module itself refers to memory the caller owns.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/attention.hpp"
+#include "attnx/eval/assign.hpp"
+#include "attnx/eval/evaluator.hpp"
+#include "attnx/expr/expression.hpp"
+#include "attnx/expr/heads.hpp"
+#include "attnx/modules/errors.hpp"
+#include "attnx/shape/shape.hpp"
+#include "attnx/tensor/tensor.hpp"
+#include "attnx/tensor/view.hpp"
+
+namespace attnx {
+
+// ---- a unit batch axis in front, and taken away again ----------------------------------------------
+// An unbatched input (L, d_model) runs as (1, L, d_model): per-batch masks (key_lengths) then mean
+// what they mean for a batch of one, and the fused kernel sees rank-4 scores (which GQA needs).
+// Neither node moves data: rows are the same rows, so their evaluators forward.
+template <class A>
+class unit_batch_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = shape_cat_t<shape<axis<anon, 1>>, shape_of_t<A>>;
+  constexpr explicit unit_batch_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+template <class A>
+class drop_unit_batch_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = drop_front_t<shape_of_t<A>, 1>;
+  constexpr explicit drop_unit_batch_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+
+// (dims...) -> (1, dims...)
+template <expression A>
+constexpr auto add_unit_batch(A&& a) {
+  return unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+}
+// (1, dims...) -> (dims...)
+template <expression A>
+constexpr auto drop_unit_batch(A&& a) {
+  using S = shape_of_t<A>;
+  static_assert(S::rank >= 2 && S::extents[0] == 1, "attnx: drop_unit_batch: the operand's first axis must have extent 1");
+  return drop_unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+}
+
+template <class A>
+struct evaluator<unit_batch_expr<A>> {
+  constexpr explicit evaluator(const unit_batch_expr<A>& e) : a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) { a.begin_row(r); }
+  constexpr auto at(std::size_t j) const { return a.at(j); }
+  evaluator<A> a;
+};
+template <class A>
+struct evaluator<drop_unit_batch_expr<A>> {
+  constexpr explicit evaluator(const drop_unit_batch_expr<A>& e) : a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) { a.begin_row(r); }
+  constexpr auto at(std::size_t j) const { return a.at(j); }
+  evaluator<A> a;
+};
+
+// ---- the module ---------------------------------------------------------------------------------------
+struct mha_options {
+  std::size_t d_k = 0;       // width of each query/key head; 0: d_model / heads
+  std::size_t d_v = 0;       // width of each value head; 0: d_model / heads
+  std::size_t kv_heads = 0;  // key/value heads; 0: heads. Fewer: grouped-query attention; 1: multi-query
+  bool bias = true;          // projections with biases (nn.Linear's default; seeds 000, 003) or without (seed 004)
+};
+
+// owned: the module holds its weights (tensors; a literal type when they are small, so a constexpr
+// variable). viewed: the module holds views of memory the caller owns (size-checked at construction).
+enum class weights_storage { owned, viewed };
+
+// The slot of a bias in a module without biases.
+struct no_bias {
+  friend constexpr bool operator==(no_bias, no_bias) noexcept { return true; }
+};
+
+namespace detail {
+template <class M>
+concept mha_memory_operand = expression<M> && !std::is_same_v<value_t<M>, bool>;
+
+// Whether the first of the extra arguments is a memory (cross-attention) rather than a mask. A bool
+// expression is a mask; any other expression is the memory.
+template <class... A>
+inline constexpr bool first_is_memory = false;
+template <class A, class... Rest>
+inline constexpr bool first_is_memory<A, Rest...> = mha_memory_operand<A>;
+
+// An argument used more than once: an lvalue is referred to each time; an rvalue is copied for all uses
+// but the last (which moves it).
+template <class X, class Y>
+constexpr decltype(auto) reuse(Y& y) {
+  if constexpr (std::is_lvalue_reference_v<X>) {
+    return (y);
+  } else {
+    return std::remove_cvref_t<X>(y);
+  }
+}
+
+template <class S>
+using mha_placeholder_shape =
+    shape_cat_t<take_front_t<S, (S::rank >= 1 ? S::rank - 1 : 0)>, shape<axis<anon, 1>>>;
+}  // namespace detail
+
+template <class T, std::size_t DModel, std::size_t Heads, mha_options Opt = mha_options{},
+          weights_storage Storage = weights_storage::owned>
+class multi_head_attention {
+  static_assert(std::is_floating_point_v<T>, "attnx: multi_head_attention: the element type must be floating point");
+  static_assert(DModel > 0, "attnx: multi_head_attention: d_model must be positive");
+  static_assert(Heads > 0 || error::holds<error::mha_needs_heads<error::heads<Heads>>>,
+                "attnx: multi_head_attention: the number of heads must be positive");
+  static constexpr std::size_t h_ = Heads > 0 ? Heads : 1;
+  static constexpr bool d_model_ok = (Opt.d_k != 0 && Opt.d_v != 0) || DModel % h_ == 0;
+  static_assert(d_model_ok ||
+                    error::holds<error::mha_d_model_not_divisible_by_heads<error::d_model<DModel>, error::heads<Heads>>>,
+                "attnx: multi_head_attention: d_model must be divisible by the number of heads when d_k or d_v is "
+                "left to its default, d_model / heads");
+  static constexpr std::size_t hkv_ = Opt.kv_heads == 0 ? h_ : Opt.kv_heads;
+  static constexpr bool kv_ok = h_ % hkv_ == 0;
+  static_assert(kv_ok || error::holds<error::mha_heads_not_divisible_by_kv_heads<error::heads<Heads>, error::kv_heads<hkv_>>>,
+                "attnx: multi_head_attention: the number of heads must be a multiple of kv_heads (each key/value head "
+                "serves heads / kv_heads query heads)");
+
+ public:
+  using value_type = T;
+  static constexpr mha_options options = Opt;
+  static constexpr weights_storage storage = Storage;
+  static constexpr std::size_t d_model = DModel;
+  static constexpr std::size_t heads = h_;
+  // (Well-formed values even when a rule above failed, so that only that rule is reported.)
+  static constexpr std::size_t d_k = Opt.d_k != 0 ? Opt.d_k : std::max<std::size_t>(1, DModel / h_);
+  static constexpr std::size_t d_v = Opt.d_v != 0 ? Opt.d_v : std::max<std::size_t>(1, DModel / h_);
+  static constexpr std::size_t kv_heads = kv_ok ? hkv_ : h_;
+  static constexpr std::size_t group = heads / kv_heads;  // query heads per key/value head
+  static constexpr bool has_bias = Opt.bias;
+  static constexpr bool well_formed = Heads > 0 && d_model_ok && kv_ok;
+
+  using w_q_shape = shape<axis<names::d_model, d_model>, axis<anon, heads * d_k>>;
+  using w_k_shape = shape<axis<names::d_model, d_model>, axis<anon, kv_heads * d_k>>;
+  using w_v_shape = shape<axis<names::d_model, d_model>, axis<anon, kv_heads * d_v>>;
+  using w_o_shape = shape<axis<anon, heads * d_v>, axis<names::d_model, d_model>>;
+  using b_q_shape = shape<axis<anon, heads * d_k>>;
+  using b_k_shape = shape<axis<anon, kv_heads * d_k>>;
+  using b_v_shape = shape<axis<anon, kv_heads * d_v>>;
+  using b_o_shape = shape<axis<names::d_model, d_model>>;
+
+  template <class S>
+  using param_t = std::conditional_t<Storage == weights_storage::owned, basic_tensor<T, S>, basic_view<const T, S>>;
+  template <class S>
+  using bias_t = std::conditional_t<has_bias, param_t<S>, no_bias>;
+  using w_q_type = param_t<w_q_shape>;
+  using w_k_type = param_t<w_k_shape>;
+  using w_v_type = param_t<w_v_shape>;
+  using w_o_type = param_t<w_o_shape>;
+  using b_q_type = bias_t<b_q_shape>;
+  using b_k_type = bias_t<b_k_shape>;
+  using b_v_type = bias_t<b_v_shape>;
+  using b_o_type = bias_t<b_o_shape>;
+
+  static constexpr std::size_t parameter_count =
+      w_q_shape::size + w_k_shape::size + w_v_shape::size + w_o_shape::size +
+      (has_bias ? b_q_shape::size + b_k_shape::size + b_v_shape::size + b_o_shape::size : 0);
+
+  // The weights, in memory the caller owns: one flat row-major span per parameter (the biases stay
+  // empty in a module without biases). Each size is checked; a wrong one throws std::length_error
+  // naming the parameter, its shape and both counts.
+  struct flat_weights {
+    std::span<const T> w_q, w_k, w_v, w_o, b_q = {}, b_k = {}, b_v = {}, b_o = {};
+  };
+
+  w_q_type w_q;
+  w_k_type w_k;
+  w_v_type w_v;
+  w_o_type w_o;
+  [[no_unique_address]] b_q_type b_q;
+  [[no_unique_address]] b_k_type b_k;
+  [[no_unique_address]] b_v_type b_v;
+  [[no_unique_address]] b_o_type b_o;
+
+  // Zero weights (owned storage only): fill them in afterwards (w_q(i, j) = ..., or a loader).
+  constexpr multi_head_attention()
+    requires(Storage == weights_storage::owned)
+      : w_q(), w_k(), w_v(), w_o(), b_q(), b_k(), b_v(), b_o() {}
+
+  // From attnx tensors, views or expressions of the weights' shapes (checked at compile time by the
+  // assignment rule). Owned storage copies (or moves) them; viewed storage refers to tensors and views
+  // already in memory (lvalues: they must outlive the module).
+  template <class WQ, class WK, class WV, class WO>
+    requires(!has_bias)
+  constexpr multi_head_attention(WQ&& wq, WK&& wk, WV&& wv, WO&& wo)
+      : w_q(param<w_q_shape>(std::forward<WQ>(wq))),
+        w_k(param<w_k_shape>(std::forward<WK>(wk))),
+        w_v(param<w_v_shape>(std::forward<WV>(wv))),
+        w_o(param<w_o_shape>(std::forward<WO>(wo))) {}
+
+  template <class WQ, class WK, class WV, class WO, class BQ, class BK, class BV, class BO>
+    requires(has_bias)
+  constexpr multi_head_attention(WQ&& wq, WK&& wk, WV&& wv, WO&& wo, BQ&& bq, BK&& bk, BV&& bv, BO&& bo)
+      : w_q(param<w_q_shape>(std::forward<WQ>(wq))),
+        w_k(param<w_k_shape>(std::forward<WK>(wk))),
+        w_v(param<w_v_shape>(std::forward<WV>(wv))),
+        w_o(param<w_o_shape>(std::forward<WO>(wo))),
+        b_q(param<b_q_shape>(std::forward<BQ>(bq))),
+        b_k(param<b_k_shape>(std::forward<BK>(bk))),
+        b_v(param<b_v_shape>(std::forward<BV>(bv))),
+        b_o(param<b_o_shape>(std::forward<BO>(bo))) {}
+
+  // From flat memory (std::vector, std::array, C arrays, memory-mapped files, ...): owned storage
+  // copies, viewed storage refers to it.
+  static constexpr multi_head_attention from_memory(const flat_weights& f) { return multi_head_attention(f, 0); }
+
+  // ---- the forward pass: a lazy expression -------------------------------------------------------
+  // Self-attention: x is (L, d_model) or (B, L, d_model); the result has x's shape.
+  template <expression X, class... Masks>
+    requires(!detail::first_is_memory<Masks...>)
+  constexpr auto operator()(X&& x, Masks&&... masks) const {
+    using SX = shape_of_t<X>;
+    check_input<SX>();
+    if constexpr (!inputs_ok<SX, SX>()) {
+      return placeholder<detail::mha_placeholder_shape<SX>>();
+    } else if constexpr (SX::rank == 3) {
+      return attend(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
+    } else {
+      return drop_unit_batch(attend(add_unit_batch(detail::reuse<X>(x)), add_unit_batch(detail::reuse<X>(x)),
+                                    add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
+    }
+  }
+
+  // Cross-attention: queries from x (L_q, d_model) / (B, L_q, d_model), keys and values from the
+  // memory (L_k, d_model) / (B, L_k, d_model); the result has x's shape. (The memory is any expression
+  // whose elements are not bool: a bool expression in that place is a mask.)
+  template <expression X, detail::mha_memory_operand M, class... Masks>
+  constexpr auto operator()(X&& x, M&& memory, Masks&&... masks) const {
+    using SX = shape_of_t<X>;
+    using SM = shape_of_t<M>;
+    check_input<SX>();
+    check_memory<SX, SM>();
+    if constexpr (!inputs_ok<SX, SM>()) {
+      return placeholder<detail::mha_placeholder_shape<SX>>();
+    } else if constexpr (SX::rank == 3) {
+      return attend(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
+    } else {
+      return drop_unit_batch(attend(add_unit_batch(std::forward<X>(x)), add_unit_batch(detail::reuse<M>(memory)),
+                                    add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
+    }
+  }
+
+  // The same, evaluated: an owning tensor of x's shape.
+  template <class... Args>
+  constexpr auto forward(Args&&... args) const {
+    return evaluate((*this)(std::forward<Args>(args)...));
+  }
+
+  // ---- attention weights, for inspection ----------------------------------------------------------
+  // softmax(mask(Q_h K_h^T / sqrt(d_k))) for every head: (B, H, L_q, L_k), or (H, L_q, L_k) for an
+  // unbatched input. A lazy expression like the forward pass; the forward pass itself never stores
+  // these (the fused kernel keeps one tile of scores at a time).
+  template <expression X, class... Masks>
+    requires(!detail::first_is_memory<Masks...>)
+  constexpr auto weights(X&& x, Masks&&... masks) const {
+    using SX = shape_of_t<X>;
+    check_input<SX>();
+    if constexpr (!inputs_ok<SX, SX>()) {
+      return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
+    } else if constexpr (SX::rank == 3) {
+      return scores_of(detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
+    } else {
+      return drop_unit_batch(
+          scores_of(add_unit_batch(detail::reuse<X>(x)), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
+    }
+  }
+  template <expression X, detail::mha_memory_operand M, class... Masks>
+  constexpr auto weights(X&& x, M&& memory, Masks&&... masks) const {
+    using SX = shape_of_t<X>;
+    using SM = shape_of_t<M>;
+    check_input<SX>();
+    check_memory<SX, SM>();
+    if constexpr (!inputs_ok<SX, SM>()) {
+      return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
+    } else if constexpr (SX::rank == 3) {
+      return scores_of(std::forward<X>(x), std::forward<M>(memory), std::forward<Masks>(masks)...);
+    } else {
+      return drop_unit_batch(
+          scores_of(add_unit_batch(std::forward<X>(x)), add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
+    }
+  }
+
+ private:
+  // ---- compile-time rules on the inputs ----------------------------------------------------------
+  template <class SX>
+  static constexpr void check_input() {
+    static_assert(SX::rank == 2 || SX::rank == 3 ||
+                      error::holds<error::mha_input_needs_rank_2_or_3<error::input_rank<SX::rank>>>,
+                  "attnx: multi_head_attention: the input must be (L, d_model) or (B, L, d_model)");
+    static_assert(SX::rank < 2 || SX::rank > 3 || SX::cols == d_model ||
+                      error::holds<error::mha_input_features_differ_from_d_model<error::input_features<SX::cols>,
+                                                                                 error::d_model<d_model>>>,
+                  "attnx: multi_head_attention: the input's feature extent (its last axis) must equal d_model");
+  }
+  template <class SX, class SM>
+  static constexpr void check_memory() {
+    if constexpr (SX::rank == 2 || SX::rank == 3) {
+      static_assert(SM::rank == SX::rank ||
+                        error::holds<error::mha_memory_rank_differs_from_input<error::input_rank<SX::rank>,
+                                                                               error::memory_rank<SM::rank>>>,
+                    "attnx: multi_head_attention: the memory must have the input's rank ((L_k, d_model) for an "
+                    "input (L_q, d_model), (B, L_k, d_model) for (B, L_q, d_model))");
+      if constexpr (SM::rank == SX::rank) {
+        static_assert(SM::cols == d_model ||
+                          error::holds<error::mha_memory_features_differ_from_d_model<error::memory_features<SM::cols>,
+                                                                                      error::d_model<d_model>>>,
+                      "attnx: multi_head_attention: the memory's feature extent (its last axis) must equal d_model");
+        static_assert(SX::rank != 3 || SM::extents[0] == SX::extents[0] ||
+                          error::holds<error::mha_memory_batch_differs_from_input<error::input_batch<SX::extents[0]>,
+                                                                                  error::memory_batch<SM::extents[0]>>>,
+                      "attnx: multi_head_attention: the memory's batch extent must equal the input's");
+      }
+    }
+  }
+  template <class SX, class SM>
+  static constexpr bool inputs_ok() {
+    if constexpr (!well_formed || !(SX::rank == 2 || SX::rank == 3) || SM::rank != SX::rank) {
+      return false;
+    } else {
+      return SX::cols == d_model && SM::cols == d_model && (SX::rank == 2 || SX::extents[0] == SM::extents[0]);
+    }
+  }
+  // What a call with a rejected input returns (its rule has been reported): something well formed, so
+  // that no second error follows.
+  template <class S>
+  static constexpr auto placeholder() {
+    return basic_tensor<T, S>{};
+  }
+
+  // ---- the expression ------------------------------------------------------------------------------
+  template <class X, class W, class B>
+  static constexpr auto project(X&& x, const W& w, const B& b) {
+    if constexpr (has_bias) {
+      return std::forward<X>(x) * w + b;
+    } else {
+      return std::forward<X>(x) * w;
+    }
+  }
+  template <class E>
+  static constexpr auto share_kv(E&& e) {
+    if constexpr (group == 1) {
+      return std::forward<E>(e);
+    } else {
+      return repeat_heads<group>(std::forward<E>(e));
+    }
+  }
+  template <class XQ, class XK, class XV, class... Masks>
+  constexpr auto attend(XQ&& xq, XK&& xk, XV&& xv, Masks&&... masks) const {
+    auto q = split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q));
+    auto k = share_kv(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k)));
+    auto v = share_kv(split_heads<kv_heads>(project(std::forward<XV>(xv), w_v, b_v)));
+    return project(merge_heads(attention(std::move(q), std::move(k), std::move(v), std::forward<Masks>(masks)...)), w_o, b_o);
+  }
+  template <class XQ, class XK, class... Masks>
+  constexpr auto scores_of(XQ&& xq, XK&& xk, Masks&&... masks) const {
+    auto q = split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q));
+    auto k = share_kv(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k)));
+    return attention_weights(std::move(q), std::move(k), std::forward<Masks>(masks)...);
+  }
+
+  // ---- building the parameters ---------------------------------------------------------------------
+  template <class S, class W>
+  static constexpr param_t<S> param(W&& w) {
+    static_assert(expression<W>,
+                  "attnx: multi_head_attention: a weight must be an attnx tensor, view or expression (use from_memory "
+                  "for raw memory)");
+    if constexpr (Storage == weights_storage::owned) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<W>, basic_tensor<T, S>>) {
+        return std::forward<W>(w);
+      } else {
+        return basic_tensor<T, S>(w);  // the assignment rule checks the shape
+      }
+    } else {
+      check_assignment<S, shape_of_t<W>>();
+      static_assert(dense_terminal<W> && std::is_same_v<value_t<W>, T>,
+                    "attnx: multi_head_attention (viewed weights): a weight must be a tensor or view of the module's "
+                    "element type, in memory");
+      static_assert(!(is_tensor_v<W> && !std::is_lvalue_reference_v<W>),
+                    "attnx: multi_head_attention (viewed weights): a temporary tensor would dangle; pass a tensor that "
+                    "outlives the module, or use owned storage");
+      return basic_view<const T, S>(w.data(), S::size);
+    }
+  }
+
+  template <class S>
+  static constexpr param_t<S> flat_param(std::span<const T> s, const char* name) {
+    if (s.size() != S::size) throw std::length_error(size_message<S>(name, s.size()));
+    if constexpr (Storage == weights_storage::owned) {
+      return basic_tensor<T, S>::from_flat(s);
+    } else {
+      return basic_view<const T, S>(s.data(), s.size());
+    }
+  }
+  template <class S>
+  static constexpr bias_t<S> flat_bias(std::span<const T> s, const char* name) {
+    if constexpr (has_bias) {
+      return flat_param<S>(s, name);
+    } else {
+      if (!s.empty())
+        throw std::invalid_argument(std::string("attnx: multi_head_attention: ") + name +
+                                    " was given, but the module has no biases (mha_options::bias = false)");
+      return no_bias{};
+    }
+  }
+  template <class S>
+  static std::string size_message(const char* name, std::size_t got) {
+    return std::string("attnx: multi_head_attention: ") + name + " of shape " + shape_string<S>() + " needs " +
+           std::to_string(S::size) + " elements, got " + std::to_string(got);
+  }
+
+  constexpr multi_head_attention(const flat_weights& f, int)
+      : w_q(flat_param<w_q_shape>(f.w_q, "W_Q")),
+        w_k(flat_param<w_k_shape>(f.w_k, "W_K")),
+        w_v(flat_param<w_v_shape>(f.w_v, "W_V")),
+        w_o(flat_param<w_o_shape>(f.w_o, "W_O")),
+        b_q(flat_bias<b_q_shape>(f.b_q, "b_Q")),
+        b_k(flat_bias<b_k_shape>(f.b_k, "b_K")),
+        b_v(flat_bias<b_v_shape>(f.b_v, "b_V")),
+        b_o(flat_bias<b_o_shape>(f.b_o, "b_O")) {}
+};
+
+// The same module over weights the caller owns (views).
+template <class T, std::size_t DModel, std::size_t Heads, mha_options Opt = mha_options{}>
+using multi_head_attention_view = multi_head_attention<T, DModel, Heads, Opt, weights_storage::viewed>;
+
+}  // namespace attnx
