@@ -21,3 +21,5 @@
 #include "attnx/attention.hpp"
 #include "attnx/expr/pairwise.hpp"
 #include "attnx/io.hpp"
+#include "attnx/modules/errors.hpp"
+#include "attnx/modules/multi_head_attention.hpp"
