@@ -467,9 +467,11 @@ struct evaluator<pairwise_expr<F, Q, K>> {
     for (std::size_t j = 0; j < Lk; ++j) {
       const std::span<const T> ks(kb + j * DK, DK);
       if constexpr (prepares) {
-        o[j] = static_cast<T>(f.prepared(qs, ks));
+        o[j] = static_cast<T>(std::as_const(f).prepared(qs, ks));
+      } else if constexpr (std::is_invocable_v<const bound&, std::span<const T>, std::span<const T>>) {
+        o[j] = static_cast<T>(std::as_const(f)(qs, ks));
       } else {
-        o[j] = static_cast<T>(f(qs, ks));
+        o[j] = T(0);  // not callable: rejected by the similarity rule already, no second error here
       }
     }
   }
