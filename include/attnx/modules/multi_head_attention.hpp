@@ -121,7 +121,9 @@ struct mha_options {
 // variable). viewed: the module holds views of memory the caller owns (size-checked at construction).
 enum class weights_storage { owned, viewed };
 
-// The slot of a bias in a module without biases.
+// The slot of a bias in a module without biases (one type per slot, so that [[no_unique_address]] gives
+// the four of them no storage at all).
+template <char Slot>
 struct no_bias {
   friend constexpr bool operator==(no_bias, no_bias) noexcept { return true; }
 };
@@ -197,16 +199,16 @@ class multi_head_attention {
 
   template <class S>
   using param_t = std::conditional_t<Storage == weights_storage::owned, basic_tensor<T, S>, basic_view<const T, S>>;
-  template <class S>
-  using bias_t = std::conditional_t<has_bias, param_t<S>, no_bias>;
+  template <class S, char Slot>
+  using bias_t = std::conditional_t<has_bias, param_t<S>, no_bias<Slot>>;
   using w_q_type = param_t<w_q_shape>;
   using w_k_type = param_t<w_k_shape>;
   using w_v_type = param_t<w_v_shape>;
   using w_o_type = param_t<w_o_shape>;
-  using b_q_type = bias_t<b_q_shape>;
-  using b_k_type = bias_t<b_k_shape>;
-  using b_v_type = bias_t<b_v_shape>;
-  using b_o_type = bias_t<b_o_shape>;
+  using b_q_type = bias_t<b_q_shape, 'q'>;
+  using b_k_type = bias_t<b_k_shape, 'k'>;
+  using b_v_type = bias_t<b_v_shape, 'v'>;
+  using b_o_type = bias_t<b_o_shape, 'o'>;
 
   static constexpr std::size_t parameter_count =
       w_q_shape::size + w_k_shape::size + w_v_shape::size + w_o_shape::size +
@@ -447,15 +449,15 @@ class multi_head_attention {
       return basic_view<const T, S>(s.data(), s.size());
     }
   }
-  template <class S>
-  static constexpr bias_t<S> flat_bias(std::span<const T> s, const char* name) {
+  template <class S, char Slot>
+  static constexpr bias_t<S, Slot> flat_bias(std::span<const T> s, const char* name) {
     if constexpr (has_bias) {
       return flat_param<S>(s, name);
     } else {
       if (!s.empty())
         throw std::invalid_argument(std::string("attnx: multi_head_attention: ") + name +
                                     " was given, but the module has no biases (mha_options::bias = false)");
-      return no_bias{};
+      return no_bias<Slot>{};
     }
   }
   template <class S>
@@ -469,10 +471,10 @@ class multi_head_attention {
         w_k(flat_param<w_k_shape>(f.w_k, "W_K")),
         w_v(flat_param<w_v_shape>(f.w_v, "W_V")),
         w_o(flat_param<w_o_shape>(f.w_o, "W_O")),
-        b_q(flat_bias<b_q_shape>(f.b_q, "b_Q")),
-        b_k(flat_bias<b_k_shape>(f.b_k, "b_K")),
-        b_v(flat_bias<b_v_shape>(f.b_v, "b_V")),
-        b_o(flat_bias<b_o_shape>(f.b_o, "b_O")) {}
+        b_q(flat_bias<b_q_shape, 'q'>(f.b_q, "b_Q")),
+        b_k(flat_bias<b_k_shape, 'k'>(f.b_k, "b_K")),
+        b_v(flat_bias<b_v_shape, 'v'>(f.b_v, "b_V")),
+        b_o(flat_bias<b_o_shape, 'o'>(f.b_o, "b_O")) {}
 };
 
 // The same module over weights the caller owns (views).
