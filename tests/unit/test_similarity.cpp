@@ -434,11 +434,14 @@ BOOST_AUTO_TEST_CASE(additive_attention_against_loops) {
   tensor<double, 5, 7> s4 = pairwise(Q * W1 + bias, K * W2, similarity::additive(w_vec));
   mat qb = naive::matmul(q, w1, 5, 4, 6), kh = naive::matmul(k, w2, 7, 3, 6);
   for (std::size_t i = 0; i < qb.size(); ++i) qb[i] += bias(i % 6);
-  check_close(s4, ref_scores(qb, kh, 1, 5, 7, 6, [&](const double* a, const double* b, std::size_t h) {
-                double acc = 0;
-                for (std::size_t p = 0; p < h; ++p) acc += w[p] * std::tanh(a[p] + b[p]);
-                return acc;
-              }), 1e-14);
+  const mat want4 = ref_scores(qb, kh, 1, 5, 7, 6, [&](const double* a, const double* b, std::size_t h) {
+    double acc = 0;
+    for (std::size_t p = 0; p < h; ++p) acc += w[p] * std::tanh(a[p] + b[p]);
+    return acc;
+  });
+  check_close(s4, want4, 1e-14);
+  tensor<double, 5, 7> s5 = additive_scores(Q, K, W1, W2, w_vec, bias);  // the same, with the bias overload
+  check_close(s5, want4, 1e-14);
   // attention, with key padding filled with -1e9 as in seed 003
   tensor<double, 5, 2> o = softmax(mask(additive_scores(Q, K, W1, W2, w_vec), key_padding<5>, -1e9)) * V;
   check_close(o, ref_attention(s, v, 1, 5, 7, 2, [](auto, auto, auto j) { return j >= 5; }, -1e9), 1e-14);

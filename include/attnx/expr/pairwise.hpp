@@ -8,6 +8,7 @@
 //   rbf_scores(Q, K, tau)           f = similarity::rbf{tau}: -|q - k|^2 / (2 tau^2)
 //   additive_scores(Q, K, W1, W2, w)  s_ij = sum_a w_a tanh((q_i W1)_a + (k_j W2)_a)
 //                                   = pairwise(Q * W1, K * W2, similarity::additive(w))
+//   additive_scores(Q, K, W1, W2, w, b)  the same with a hidden bias: tanh(q_i W1 + k_j W2 + b)
 // The scores are an expression like any other: softmax(mask(rbf_scores(Q, K, 0.5), causal)) * V.
 //
 // A similarity is any callable f(std::span<const T> q, std::span<const T> k) -> T (a lambda
@@ -396,6 +397,15 @@ constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w) {
   constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>>();
   return detail::make_pairwise<ok>(std::forward<Q>(q) * std::forward<W1>(w1), std::forward<K>(k) * std::forward<W2>(w2),
                                    similarity::additive(std::forward<W>(w)));
+}
+
+// With a bias b of h elements on the hidden layer: s_ij = w^T tanh(W1^T q_i + W2^T k_j + b). (The
+// bias is added to the query side, Q * W1 + b, before the sum; b broadcasts as in any element-wise sum.)
+template <expression Q, expression K, expression W1, expression W2, expression W, expression B>
+constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w, B&& b) {
+  constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>>();
+  return detail::make_pairwise<ok>(std::forward<Q>(q) * std::forward<W1>(w1) + std::forward<B>(b),
+                                   std::forward<K>(k) * std::forward<W2>(w2), similarity::additive(std::forward<W>(w)));
 }
 
 // ---- the evaluator -------------------------------------------------------------------------------
