@@ -149,10 +149,6 @@ constexpr decltype(auto) reuse(Y& y) {
     return std::remove_cvref_t<X>(y);
   }
 }
-
-template <class S>
-using mha_placeholder_shape =
-    shape_cat_t<take_front_t<S, (S::rank >= 1 ? S::rank - 1 : 0)>, shape<axis<anon, 1>>>;
 }  // namespace detail
 
 template <class T, std::size_t DModel, std::size_t Heads, mha_options Opt = mha_options{},
@@ -270,7 +266,7 @@ class multi_head_attention {
     using SX = shape_of_t<X>;
     check_input<SX>();
     if constexpr (!inputs_ok<SX, SX>()) {
-      return placeholder<detail::mha_placeholder_shape<SX>>();
+      return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
       return attend(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
@@ -289,7 +285,7 @@ class multi_head_attention {
     check_input<SX>();
     check_memory<SX, SM>();
     if constexpr (!inputs_ok<SX, SM>()) {
-      return placeholder<detail::mha_placeholder_shape<SX>>();
+      return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
       return attend(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
@@ -340,30 +336,37 @@ class multi_head_attention {
 
  private:
   // ---- compile-time rules on the inputs ----------------------------------------------------------
+  template <class S>
+  static constexpr bool rank_ok = S::rank == 2 || S::rank == 3;
+  template <class S>
+  static constexpr bool features_ok = S::cols == d_model;
+  template <class SX, class SM>
+  static constexpr bool batch_ok = SX::rank != 3 || SM::rank != 3 || SM::extents[0] == SX::extents[0];
   template <class SX>
   static constexpr void check_input() {
-    static_assert(SX::rank == 2 || SX::rank == 3 ||
-                      error::holds<error::mha_input_needs_rank_2_or_3<error::input_rank<SX::rank>>>,
+    static_assert(rank_ok<SX> || error::holds<error::mha_input_needs_rank_2_or_3<error::input_rank<SX::rank>>>,
                   "attnx: multi_head_attention: the input must be (L, d_model) or (B, L, d_model)");
-    static_assert(SX::rank < 2 || SX::rank > 3 || SX::cols == d_model ||
-                      error::holds<error::mha_input_features_differ_from_d_model<error::input_features<SX::cols>,
-                                                                                 error::d_model<d_model>>>,
-                  "attnx: multi_head_attention: the input's feature extent (its last axis) must equal d_model");
+    if constexpr (rank_ok<SX>) {
+      static_assert(features_ok<SX> ||
+                        error::holds<error::mha_input_features_differ_from_d_model<error::input_features<SX::cols>,
+                                                                                   error::d_model<d_model>>>,
+                    "attnx: multi_head_attention: the input's feature extent (its last axis) must equal d_model");
+    }
   }
   template <class SX, class SM>
   static constexpr void check_memory() {
-    if constexpr (SX::rank == 2 || SX::rank == 3) {
+    if constexpr (rank_ok<SX>) {
       static_assert(SM::rank == SX::rank ||
                         error::holds<error::mha_memory_rank_differs_from_input<error::input_rank<SX::rank>,
                                                                                error::memory_rank<SM::rank>>>,
                     "attnx: multi_head_attention: the memory must have the input's rank ((L_k, d_model) for an "
                     "input (L_q, d_model), (B, L_k, d_model) for (B, L_q, d_model))");
       if constexpr (SM::rank == SX::rank) {
-        static_assert(SM::cols == d_model ||
+        static_assert(features_ok<SM> ||
                           error::holds<error::mha_memory_features_differ_from_d_model<error::memory_features<SM::cols>,
                                                                                       error::d_model<d_model>>>,
                       "attnx: multi_head_attention: the memory's feature extent (its last axis) must equal d_model");
-        static_assert(SX::rank != 3 || SM::extents[0] == SX::extents[0] ||
+        static_assert(batch_ok<SX, SM> ||
                           error::holds<error::mha_memory_batch_differs_from_input<error::input_batch<SX::extents[0]>,
                                                                                   error::memory_batch<SM::extents[0]>>>,
                       "attnx: multi_head_attention: the memory's batch extent must equal the input's");
@@ -372,14 +375,13 @@ class multi_head_attention {
   }
   template <class SX, class SM>
   static constexpr bool inputs_ok() {
-    if constexpr (!well_formed || !(SX::rank == 2 || SX::rank == 3) || SM::rank != SX::rank) {
-      return false;
-    } else {
-      return SX::cols == d_model && SM::cols == d_model && (SX::rank == 2 || SX::extents[0] == SM::extents[0]);
-    }
+    return well_formed && rank_ok<SX> && SM::rank == SX::rank && features_ok<SX> && features_ok<SM> && batch_ok<SX, SM>;
   }
-  // What a call with a rejected input returns (its rule has been reported): something well formed, so
-  // that no second error follows.
+  // What a call with a rejected input (or on a module whose sizes were rejected) returns, its rule having
+  // been reported: a zero tensor of the output's shape, so that no second error follows.
+  template <class SX>
+  using output_placeholder =
+      shape_cat_t<take_front_t<SX, (SX::rank >= 1 ? SX::rank - 1 : 0)>, shape<axis<names::d_model, d_model>>>;
   template <class S>
   static constexpr auto placeholder() {
     return basic_tensor<T, S>{};
