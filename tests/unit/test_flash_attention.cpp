@@ -556,6 +556,22 @@ BOOST_AUTO_TEST_CASE(exp2_accuracy_and_special_values) {
   }
 }
 
+// Long problems: several query blocks per work item (swept together over the key blocks), with
+// blocks of different key ranges (causal), and the short last block on its own.
+BOOST_AUTO_TEST_CASE(many_query_blocks_per_work_item) {
+  for (isa i : runnable_isas())
+    for (causal_kind ck : {causal_kind::none, causal_kind::top_left, causal_kind::bottom_right})
+      for (unsigned threads : {1u, 2u}) {
+        spec s = make_spec(1, 1, 1, 773, 300, 8, 9);
+        s.causal = ck;
+        s.threads = threads;
+        BOOST_TEST_CONTEXT(ak::detail::isa_name(i) << ' ' << describe(s)) {
+          run_and_check<float>(s, i, 81);
+          run_and_check<double>(s, i, 82);
+        }
+      }
+}
+
 BOOST_AUTO_TEST_CASE(invalid_head_grouping_throws) {
   spec s = make_spec(1, 3, 2, 4, 4, 2, 2);
   instance<float> in(s, 71);

@@ -192,38 +192,49 @@ void run_flash(const attention_problem<T>& p) {
   if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
 
   struct item {
-    std::size_t cost, i0;
+    std::size_t cost, i0, blocks;
     std::uint32_t b, h;
   };
   constexpr std::size_t MQ = Kernel::MQ;
   const std::size_t blocks = (p.lq + MQ - 1) / MQ;
-  std::vector<item> items;
-  items.reserve(p.batch * p.heads * blocks);
-  for (std::size_t b = 0; b < p.batch; ++b)
-    for (std::size_t qb = 0; qb < blocks; ++qb) {
-      // Limits grow with the row, so the last row of a block has the most keys.
-      const std::size_t last = std::min(p.lq, (qb + 1) * MQ) - 1;
-      const std::size_t cost = (key_limit(p, b, last) + 1) * (last + 1 - qb * MQ);
-      for (std::size_t h = 0; h < p.heads; ++h)
-        items.push_back({cost, qb * MQ, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
-    }
-  std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
-
   unsigned threads = p.threads ? p.threads : std::max(1u, std::thread::hardware_concurrency());
+
+  // Query blocks per work item: up to Kernel::G (fewer passes over K and V), but at least about 8
+  // items per thread for the load balance. A last block of fewer than MQ rows is an item of its own
+  // (it may run with a narrower kernel).
+  const std::size_t full = p.lq / MQ;
+  const std::size_t group = std::clamp<std::size_t>(p.batch * p.heads * full / (8 * std::size_t{threads}), 1, Kernel::G);
+  std::vector<item> items;
+  items.reserve(p.batch * p.heads * (full / group + 2));
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for (std::size_t qb = 0; qb < blocks; qb += (qb < full ? std::min(group, full - qb) : 1)) {
+      const std::size_t n = qb < full ? std::min(group, full - qb) : 1;
+      // Limits grow with the row, so the last row of each block has the most keys.
+      std::size_t cost = 0;
+      for (std::size_t g = qb; g < qb + n; ++g) {
+        const std::size_t last = std::min(p.lq, (g + 1) * MQ) - 1;
+        cost += (key_limit(p, b, last) + 1) * (last + 1 - g * MQ);
+      }
+      for (std::size_t h = 0; h < p.heads; ++h)
+        items.push_back({cost, qb * MQ, n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
+    }
+  // Longest first: with the atomic counter below this balances causal problems.
+  std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, items.size()));
 
-  // Per thread: the tile scratch, then MQ key limits. Allocated here so that workers cannot throw.
-  const std::size_t elems = (Kernel::scratch_elems(p.dk, p.dv) * sizeof(T) + MQ * sizeof(std::size_t) + 63) / 64 * 64;
+  // Per thread: the tile scratch, then the key limits. Allocated here so that workers cannot throw.
+  const std::size_t tile_bytes = Kernel::scratch_elems(p.dk, p.dv) * sizeof(T);
+  const std::size_t bytes = (tile_bytes + Kernel::limit_elems() * sizeof(std::size_t) + 63) / 64 * 64;
   std::unique_ptr<std::byte[], aligned_free> buf(
-      static_cast<std::byte*>(::operator new[](elems * threads, std::align_val_t{64})));
+      static_cast<std::byte*>(::operator new[](bytes * threads, std::align_val_t{64})));
 
   std::atomic<std::size_t> next{0};
   const std::function<void(unsigned)> job = [&](unsigned t) {
-    std::byte* mine = buf.get() + elems * t;
+    std::byte* mine = buf.get() + bytes * t;
     T* tile = reinterpret_cast<T*>(mine);
-    auto* limit = reinterpret_cast<std::size_t*>(mine + Kernel::scratch_elems(p.dk, p.dv) * sizeof(T));
+    auto* limits = reinterpret_cast<std::size_t*>(mine + tile_bytes);
     for (std::size_t n; (n = next.fetch_add(1, std::memory_order_relaxed)) < items.size();)
-      Kernel::run_block(p, items[n].b, items[n].h, items[n].i0, tile, limit);
+      Kernel::run_block(p, items[n].b, items[n].h, items[n].i0, items[n].blocks, tile, limits);
   };
   parallel_run(threads, job);
 }
