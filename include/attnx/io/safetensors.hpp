@@ -1,0 +1,413 @@
+// attnx: reading (and writing) safetensors files into static-shape attnx tensors.
+//
+// This header needs nlohmann/json (header-only; Debian: nlohmann-json3-dev). It is NOT included by
+// attnx/attnx.hpp, and the attnx::attnx target does not require it: include it explicitly, and in
+// CMake add `find_package(nlohmann_json 3 CONFIG REQUIRED)` and link `nlohmann_json::nlohmann_json`
+// (where the json header is already on the default include path, as on Debian, nothing is needed).
+//
+// The format (https://github.com/huggingface/safetensors): 8 bytes, a little-endian unsigned header
+// length N; N bytes of JSON, {"name": {"dtype": "F32", "shape": [8, 8], "data_offsets": [begin, end]},
+// ..., "__metadata__": {"key": "value"}}; then the raw little-endian data, offsets relative to its start.
+//
+//   attnx::safetensors::file f("weights.safetensors");            // reads and checks the header
+//   auto W = f.load<attnx::tensor<float, 512, 512>>("w_q");         // checks dtype and shape, reads
+//   auto W2 = f.load_transposed<attnx::tensor<float, 512, 512>>("q_proj.weight");  // PyTorch (out, in)
+//   auto mha = attnx::safetensors::load_mha<mha_t>(f, attnx::safetensors::mha_names::torch("attn."),
+//                                                  attnx::safetensors::weight_layout::out_in);
+//
+// Every failure throws a subclass of attnx::safetensors::error (a std::runtime_error) whose message
+// names the file and, where there is one, the tensor: file_error (missing or unreadable file),
+// format_error (truncated file, corrupt header, bad offsets), missing_tensor, dtype_error (F32 is
+// loaded into float tensors, F64 into double; F16, BF16 and the integer types are reported as
+// unsupported), shape_error (names the stored and the expected shape).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attnx/modules/multi_head_attention.hpp"
+#include "attnx/shape/shape.hpp"
+#include "attnx/tensor/tensor.hpp"
+#include "attnx/tensor/view.hpp"
+
+namespace attnx::safetensors {
+
+// ---- errors -----------------------------------------------------------------------------------------
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class file_error : public error {  // the file cannot be opened or read
+ public:
+  using error::error;
+};
+class format_error : public error {  // not a valid safetensors file: truncated, corrupt header, bad offsets
+ public:
+  using error::error;
+};
+class missing_tensor : public error {
+ public:
+  using error::error;
+};
+class dtype_error : public error {
+ public:
+  using error::error;
+};
+class shape_error : public error {
+ public:
+  using error::error;
+};
+
+// ---- dtypes -----------------------------------------------------------------------------------------
+// Bytes per element of every dtype of the format (0: not a safetensors dtype).
+inline std::size_t dtype_size(std::string_view d) noexcept {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return 0;
+}
+
+// The dtype that an attnx element type is stored as.
+template <class T>
+constexpr std::string_view dtype_of() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "attnx: safetensors: tensors of float (F32) and double (F64) can be loaded and saved");
+  return std::is_same_v<T, float> ? "F32" : "F64";
+}
+
+struct tensor_info {
+  std::string dtype;
+  std::vector<std::size_t> shape;
+  std::size_t begin = 0, end = 0;  // byte offsets into the data section
+  std::size_t elements() const {
+    std::size_t n = 1;
+    for (auto e : shape) n *= e;
+    return n;
+  }
+};
+
+inline std::string shape_text(const std::vector<std::size_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+namespace detail {
+inline std::uint64_t read_le_u64(const unsigned char* p) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+// Little-endian bytes to T (and back): a copy on little-endian hosts, a byte swap per element elsewhere.
+template <class T>
+void from_le_bytes(const unsigned char* src, T* dst, std::size_t n) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(dst, src, n * sizeof(T));
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      unsigned char b[sizeof(T)];
+      for (std::size_t k = 0; k < sizeof(T); ++k) b[k] = src[i * sizeof(T) + sizeof(T) - 1 - k];
+      std::memcpy(dst + i, b, sizeof(T));
+    }
+  }
+}
+template <class T>
+void to_le_bytes(const T* src, unsigned char* dst, std::size_t n) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(dst, src, n * sizeof(T));
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      unsigned char b[sizeof(T)];
+      std::memcpy(b, src + i, sizeof(T));
+      for (std::size_t k = 0; k < sizeof(T); ++k) dst[i * sizeof(T) + k] = b[sizeof(T) - 1 - k];
+    }
+  }
+}
+template <class S>
+std::vector<std::size_t> extents_of() {
+  return std::vector<std::size_t>(S::extents.begin(), S::extents.end());
+}
+}  // namespace detail
+
+// ---- reading ------------------------------------------------------------------------------------------
+class file {
+ public:
+  // Reads and checks the header (the data is read by load()).
+  explicit file(std::filesystem::path path) : path_(std::move(path)) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path_, ec);
+    if (ec) throw file_error("attnx: safetensors: cannot open '" + path_.string() + "': " + ec.message());
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) throw file_error("attnx: safetensors: cannot open '" + path_.string() + "' for reading");
+    if (size < 8)
+      throw format_error("attnx: safetensors: '" + path_.string() + "' is " + std::to_string(size) +
+                         " bytes long, too short for the 8-byte header length (truncated, or not a safetensors file)");
+    unsigned char len[8];
+    read(in, reinterpret_cast<char*>(len), 8, "the header length");
+    const std::uint64_t n = detail::read_le_u64(len);
+    if (n > size - 8)
+      throw format_error("attnx: safetensors: '" + path_.string() + "': the header length " + std::to_string(n) +
+                         " exceeds the " + std::to_string(size - 8) +
+                         " bytes that follow it (truncated, or not a safetensors file)");
+    if (n == 0) throw format_error("attnx: safetensors: '" + path_.string() + "': empty header");
+    std::string header(static_cast<std::size_t>(n), '\0');
+    read(in, header.data(), static_cast<std::size_t>(n), "the header");
+    data_offset_ = 8 + static_cast<std::size_t>(n);
+    data_size_ = static_cast<std::size_t>(size) - data_offset_;
+    parse(header);
+  }
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+  // Every tensor, by name.
+  const std::map<std::string, tensor_info, std::less<>>& tensors() const noexcept { return tensors_; }
+  // The "__metadata__" entries (string to string).
+  const std::map<std::string, std::string, std::less<>>& metadata() const noexcept { return metadata_; }
+  bool contains(std::string_view name) const { return tensors_.find(name) != tensors_.end(); }
+  const tensor_info& info(std::string_view name) const {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      std::string have;
+      std::size_t shown = 0;
+      for (const auto& [k, v] : tensors_) {
+        if (shown++ == 12) {
+          have += ", ...";
+          break;
+        }
+        have += (have.empty() ? "" : ", ") + k;
+      }
+      throw missing_tensor("attnx: safetensors: no tensor '" + std::string(name) + "' in '" + path_.string() + "' (it has " +
+                           std::to_string(tensors_.size()) + (tensors_.size() == 1 ? " tensor" : " tensors") +
+                           (have.empty() ? "" : ": " + have) + ")");
+    }
+    return it->second;
+  }
+
+  // The tensor `name` as an attnx tensor of type Tensor (basic_tensor<float or double, S>): the stored
+  // dtype must be Tensor's (F32 / F64) and the stored shape S's extents.
+  template <class Tensor>
+  Tensor load(std::string_view name) const {
+    Tensor t(uninitialized);
+    read_tensor<typename Tensor::value_type, typename Tensor::shape_type>(name, t.data(), false);
+    return t;
+  }
+  // A rank-2 tensor stored transposed, (cols, rows): PyTorch's nn.Linear keeps weight as (out, in),
+  // where attnx multiplies x W with W of (in, out).
+  template <class Tensor>
+  Tensor load_transposed(std::string_view name) const {
+    static_assert(Tensor::rank == 2, "attnx: safetensors: load_transposed reads a matrix");
+    Tensor t(uninitialized);
+    read_tensor<typename Tensor::value_type, typename Tensor::shape_type>(name, t.data(), true);
+    return t;
+  }
+  // Into memory the caller owns, through a writable view.
+  template <class T, class S>
+  void load_into(std::string_view name, const basic_view<T, S>& v) const {
+    static_assert(!std::is_const_v<T>, "attnx: safetensors: load_into needs a writable view");
+    read_tensor<T, S>(name, v.data(), false);
+  }
+
+ private:
+  void read(std::ifstream& in, char* dst, std::size_t n, const char* what) const {
+    if (!in.read(dst, static_cast<std::streamsize>(n)))
+      throw file_error("attnx: safetensors: '" + path_.string() + "': reading " + what + " failed");
+  }
+  [[noreturn]] void corrupt(const std::string& what) const {
+    throw format_error("attnx: safetensors: '" + path_.string() + "': corrupt header: " + what);
+  }
+
+  void parse(const std::string& header) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(header);
+    } catch (const nlohmann::json::exception& e) {
+      corrupt(std::string("the JSON does not parse (") + e.what() + ")");
+    }
+    if (!j.is_object()) corrupt("the JSON is not an object");
+    for (const auto& [name, entry] : j.items()) {
+      if (name == "__metadata__") {
+        if (!entry.is_object()) corrupt("__metadata__ is not an object");
+        for (const auto& [k, v] : entry.items()) {
+          if (!v.is_string()) corrupt("__metadata__['" + k + "'] is not a string");
+          metadata_.emplace(k, v.get<std::string>());
+        }
+        continue;
+      }
+      const std::string where = "tensor '" + name + "'";
+      if (!entry.is_object()) corrupt(where + " is not an object");
+      if (!entry.contains("dtype") || !entry["dtype"].is_string()) corrupt(where + " has no dtype string");
+      if (!entry.contains("shape") || !entry["shape"].is_array()) corrupt(where + " has no shape array");
+      if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2)
+        corrupt(where + " has no data_offsets [begin, end]");
+      tensor_info t;
+      t.dtype = entry["dtype"].get<std::string>();
+      const std::size_t es = dtype_size(t.dtype);
+      if (es == 0) corrupt(where + " has the unknown dtype '" + t.dtype + "'");
+      for (const auto& e : entry["shape"]) {
+        if (!e.is_number_unsigned()) corrupt(where + " has a shape entry that is not a non-negative integer");
+        t.shape.push_back(e.get<std::size_t>());
+      }
+      for (const auto& e : entry["data_offsets"])
+        if (!e.is_number_unsigned()) corrupt(where + " has data_offsets that are not non-negative integers");
+      t.begin = entry["data_offsets"][0].get<std::size_t>();
+      t.end = entry["data_offsets"][1].get<std::size_t>();
+      if (t.begin > t.end) corrupt(where + " has data_offsets with begin > end");
+      if (t.end > data_size_)
+        throw format_error("attnx: safetensors: '" + path_.string() + "': " + where + " ends at byte " + std::to_string(t.end) +
+                           " of the data, which has only " + std::to_string(data_size_) + " bytes (truncated file?)");
+      if (t.end - t.begin != t.elements() * es)
+        corrupt(where + ": shape " + shape_text(t.shape) + " of " + t.dtype + " needs " + std::to_string(t.elements() * es) +
+                " bytes, its data_offsets span " + std::to_string(t.end - t.begin));
+      tensors_.emplace(name, std::move(t));
+    }
+  }
+
+  template <class T, class S>
+  void read_tensor(std::string_view name, T* dst, bool transposed) const {
+    constexpr std::string_view want = dtype_of<T>();
+    const tensor_info& t = info(name);
+    const std::string where = "attnx: safetensors: tensor '" + std::string(name) + "' in '" + path_.string() + "'";
+    if (t.dtype != want) {
+      if (t.dtype == "F16" || t.dtype == "BF16")
+        throw dtype_error(where + " has dtype " + t.dtype + ", which attnx does not load (supported: F32, F64); convert it to F32");
+      throw dtype_error(where + " has dtype " + t.dtype + ", but the target (elements of " +
+                        (std::is_same_v<T, float> ? "float" : "double") + ") needs " + std::string(want));
+    }
+    std::vector<std::size_t> expected = detail::extents_of<S>();
+    if (transposed && S::rank == 2) std::swap(expected[0], expected[1]);
+    if (t.shape != expected)
+      throw shape_error(where + " has shape " + shape_text(t.shape) + ", but the target has shape " + shape_string<S>() +
+                        (transposed ? " and needs " + shape_text(expected) + " stored (transposed, as (out, in))" : ""));
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) throw file_error("attnx: safetensors: cannot open '" + path_.string() + "' for reading");
+    in.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
+    std::vector<unsigned char> bytes(t.end - t.begin);
+    read(in, reinterpret_cast<char*>(bytes.data()), bytes.size(), ("the data of tensor '" + std::string(name) + "'").c_str());
+    if (!transposed) {
+      detail::from_le_bytes(bytes.data(), dst, S::size);
+    } else if constexpr (S::rank == 2) {
+      std::vector<T> tmp(S::size);
+      detail::from_le_bytes(bytes.data(), tmp.data(), S::size);
+      constexpr std::size_t R = S::extents[0], C = S::extents[1];  // target R x C, stored C x R
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) dst[i * C + j] = tmp[j * R + i];
+    }
+  }
+
+  std::filesystem::path path_;
+  std::size_t data_offset_ = 0, data_size_ = 0;
+  std::map<std::string, tensor_info, std::less<>> tensors_;
+  std::map<std::string, std::string, std::less<>> metadata_;
+};
+
+// ---- writing ------------------------------------------------------------------------------------------
+struct entry {
+  std::string name;
+  std::string dtype;
+  std::vector<std::size_t> shape;
+  std::vector<unsigned char> bytes;  // little-endian
+};
+
+// An attnx tensor (or view) as an entry; transposed stores a matrix as (cols, rows) (PyTorch's layout
+// for nn.Linear weights).
+template <class E>
+  requires dense_terminal<E>
+entry make_entry(std::string name, const E& t, bool transposed = false) {
+  using T = value_t<E>;
+  using S = shape_of_t<E>;
+  entry e{std::move(name), std::string(dtype_of<T>()), detail::extents_of<S>(), std::vector<unsigned char>(S::size * sizeof(T))};
+  if (!transposed) {
+    detail::to_le_bytes(t.data(), e.bytes.data(), S::size);
+  } else if constexpr (S::rank == 2) {
+    std::swap(e.shape[0], e.shape[1]);
+    std::vector<T> tmp(S::size);
+    constexpr std::size_t R = S::extents[0], C = S::extents[1];
+    for (std::size_t i = 0; i < R; ++i)
+      for (std::size_t j = 0; j < C; ++j) tmp[j * R + i] = t.data()[i * C + j];
+    detail::to_le_bytes(tmp.data(), e.bytes.data(), S::size);
+  } else {
+    throw std::invalid_argument("attnx: safetensors: only a matrix can be stored transposed ('" + e.name + "' has shape " +
+                                shape_string<S>() + ")");
+  }
+  return e;
+}
+
+// Writes a safetensors file (the header padded with spaces to a multiple of 8 bytes, as the format
+// recommends). Throws file_error if the file cannot be written.
+inline void save(const std::filesystem::path& path, const std::vector<entry>& entries,
+                 const std::map<std::string, std::string>& metadata = {}) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  std::size_t offset = 0;
+  for (const auto& e : entries) {
+    h[e.name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes.size()}}};
+    offset += e.bytes.size();
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw file_error("attnx: safetensors: cannot open '" + path.string() + "' for writing");
+  unsigned char len[8];
+  std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i, n >>= 8) len[i] = static_cast<unsigned char>(n & 0xFF);
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  for (const auto& e : entries) out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+  if (!out) throw file_error("attnx: safetensors: writing '" + path.string() + "' failed");
+}
+
+// ---- a multi_head_attention module from a file -------------------------------------------------------------
+// The names of the eight parameters (the biases are not read by a module without biases).
+struct mha_names {
+  std::string w_q = "w_q", w_k = "w_k", w_v = "w_v", w_o = "w_o";
+  std::string b_q = "b_q", b_k = "b_k", b_v = "b_v", b_o = "b_o";
+  // Hugging Face style: <prefix>q_proj.weight, ..., <prefix>out_proj.bias (use with weight_layout::out_in).
+  static mha_names torch(const std::string& prefix = "") {
+    return {prefix + "q_proj.weight", prefix + "k_proj.weight", prefix + "v_proj.weight", prefix + "out_proj.weight",
+            prefix + "q_proj.bias",   prefix + "k_proj.bias",   prefix + "v_proj.bias",   prefix + "out_proj.bias"};
+  }
+};
+enum class weight_layout {
+  in_out,  // stored as attnx multiplies them: (d_in, d_out), y = x W
+  out_in   // stored as PyTorch's nn.Linear.weight: (d_out, d_in), y = x W^T
+};
+
+template <class M>
+M load_mha(const file& f, const mha_names& names = {}, weight_layout layout = weight_layout::in_out) {
+  static_assert(M::storage == weights_storage::owned,
+                "attnx: safetensors: load_mha fills a module that owns its weights (weights_storage::owned)");
+  auto w = [&](auto type_tag, const std::string& name) {
+    using W = typename decltype(type_tag)::type;
+    return layout == weight_layout::out_in ? f.load_transposed<W>(name) : f.load<W>(name);
+  };
+  M m;
+  m.w_q = w(std::type_identity<typename M::w_q_type>{}, names.w_q);
+  m.w_k = w(std::type_identity<typename M::w_k_type>{}, names.w_k);
+  m.w_v = w(std::type_identity<typename M::w_v_type>{}, names.w_v);
+  m.w_o = w(std::type_identity<typename M::w_o_type>{}, names.w_o);
+  if constexpr (M::has_bias) {
+    m.b_q = f.load<typename M::b_q_type>(names.b_q);
+    m.b_k = f.load<typename M::b_k_type>(names.b_k);
+    m.b_v = f.load<typename M::b_v_type>(names.b_v);
+    m.b_o = f.load<typename M::b_o_type>(names.b_o);
+  }
+  return m;
+}
+
+}  // namespace attnx::safetensors

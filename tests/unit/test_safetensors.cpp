@@ -1,0 +1,264 @@
+// attnx/io/safetensors.hpp: round trips (float, double, transposed, views, metadata, a whole
+// multi_head_attention module in both weight layouts), a hand-made file as another writer would produce
+// it, and one test per error: missing file, truncated file, header length beyond the file, corrupt JSON,
+// malformed entries, data offsets beyond the data, missing tensor, wrong dtype, F16/BF16, wrong shape.
+#define BOOST_TEST_MODULE safetensors
+#include <boost/test/unit_test.hpp>
+
+#include <attnx/attnx.hpp>
+#include <attnx/io/safetensors.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace attnx;
+namespace st = attnx::safetensors;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test run, removed at the end.
+struct temp_dir {
+  fs::path dir;
+  temp_dir() {
+    std::random_device rd;
+    dir = fs::temp_directory_path() / ("attnx_safetensors_" + std::to_string(rd()) + std::to_string(rd()));
+    fs::create_directories(dir);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  fs::path operator/(const std::string& name) const { return dir / name; }
+};
+const temp_dir tmp;
+
+// A file from raw parts: the 8-byte length (the header's own, unless given), the header, the data.
+fs::path write_raw(const std::string& name, const std::string& header, const std::vector<unsigned char>& data,
+                   std::int64_t length = -1) {
+  const fs::path p = tmp / name;
+  std::ofstream out(p, std::ios::binary);
+  std::uint64_t n = length < 0 ? header.size() : static_cast<std::uint64_t>(length);
+  for (int i = 0; i < 8; ++i, n >>= 8) out.put(static_cast<char>(n & 0xFF));
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  return p;
+}
+fs::path write_bytes(const std::string& name, const std::string& bytes) {
+  const fs::path p = tmp / name;
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p;
+}
+std::vector<unsigned char> f32_bytes(const std::vector<float>& v) {
+  std::vector<unsigned char> b(v.size() * 4);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &v[i], 4);
+    for (int k = 0; k < 4; ++k) b[i * 4 + k] = static_cast<unsigned char>((u >> (8 * k)) & 0xFF);  // little-endian
+  }
+  return b;
+}
+
+// Checks the exception type and that its message contains every fragment.
+template <class Ex, class F>
+void throws(F&& f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    BOOST_ERROR("no exception thrown");
+  } catch (const Ex& e) {
+    const std::string m = e.what();
+    BOOST_TEST_MESSAGE(m);
+    for (const auto& frag : fragments) BOOST_TEST(m.find(frag) != std::string::npos, "'" << frag << "' in: " << m);
+    BOOST_TEST((dynamic_cast<const st::error*>(&e) != nullptr));
+  } catch (const std::exception& e) {
+    BOOST_ERROR("wrong exception type: " << e.what());
+  }
+}
+
+template <class Tensor>
+Tensor iota(double start, double step) {
+  Tensor t;
+  for (std::size_t i = 0; i < Tensor::size; ++i) t.data()[i] = static_cast<typename Tensor::value_type>(start + step * double(i));
+  return t;
+}
+
+}  // namespace
+
+// ---- round trips -----------------------------------------------------------------------------------------
+BOOST_AUTO_TEST_CASE(round_trip_float_double_transposed_view_metadata) {
+  const auto a = iota<tensor<float, 3, 4>>(-1.5, 0.25);
+  const auto b = iota<tensor<double, 2, 3, 5>>(0.1, 1e-3);
+  const auto c = iota<tensor<float, 7>>(3.0, -0.5);
+  const fs::path p = tmp / "round_trip.safetensors";
+  st::save(p, {st::make_entry("a", a), st::make_entry("b", b), st::make_entry("a_t", a, true), st::make_entry("c", c)},
+           {{"format", "pt"}, {"made_by", "attnx"}});
+
+  // The header is padded to a multiple of 8 bytes.
+  std::ifstream in(p, std::ios::binary);
+  unsigned char len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  BOOST_TEST(len[0] % 8 == 0);
+
+  const st::file f(p);
+  BOOST_TEST(f.tensors().size() == 4u);
+  BOOST_TEST(f.metadata().at("made_by") == "attnx");
+  BOOST_TEST(f.info("b").dtype == "F64");
+  BOOST_TEST((f.info("a_t").shape == std::vector<std::size_t>{4, 3}));
+  BOOST_TEST((f.load<tensor<float, 3, 4>>("a") == a));
+  BOOST_TEST((f.load<tensor<double, 2, 3, 5>>("b") == b));
+  BOOST_TEST((f.load_transposed<tensor<float, 3, 4>>("a_t") == a));
+  BOOST_TEST((f.load<tensor<float, 4, 3>>("a_t") == evaluate(transpose(a))));
+  // Named axes: only the extents are stored.
+  BOOST_TEST((f.load<tensor<float, seq<3>, d_model<4>>>("a").data()[5] == a.data()[5]));
+  std::vector<float> mem(7);
+  f.load_into("c", view<float, 7>(mem));
+  BOOST_TEST(mem[6] == c(6));
+}
+
+BOOST_AUTO_TEST_CASE(a_file_from_another_writer) {
+  // What the reference implementation writes for {"x": float32 [[1, 2], [3, -4.5]]} with metadata.
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"x":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
+  const auto p = write_raw("other_writer.safetensors", header + std::string((8 - header.size() % 8) % 8, ' '),
+                           f32_bytes({1.0f, 2.0f, 3.0f, -4.5f}));
+  const st::file f(p);
+  const auto x = f.load<tensor<float, 2, 2>>("x");
+  BOOST_TEST(x(1, 1) == -4.5f);
+  BOOST_TEST(x(0, 1) == 2.0f);
+  BOOST_TEST(f.metadata().at("format") == "pt");
+}
+
+BOOST_AUTO_TEST_CASE(multi_head_attention_round_trip_both_layouts) {
+  using M = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1}>;
+  M m;
+  std::mt19937 g(5);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (auto* p : {m.w_q.data(), m.w_k.data(), m.w_v.data(), m.w_o.data()})
+    for (std::size_t i = 0; i < 64; ++i) p[i] = d(g);
+  for (auto* p : {m.b_q.data(), m.b_k.data(), m.b_v.data(), m.b_o.data()})
+    for (std::size_t i = 0; i < 4; ++i) p[i] = d(g);
+  const auto x = iota<tensor<float, 2, 3, 8>>(-0.5, 0.02);
+  const tensor<float, 2, 3, 8> want = m(x, causal);
+
+  const fs::path in_out = tmp / "mha_in_out.safetensors", out_in = tmp / "mha_out_in.safetensors";
+  st::save(in_out, {st::make_entry("w_q", m.w_q), st::make_entry("w_k", m.w_k), st::make_entry("w_v", m.w_v),
+                    st::make_entry("w_o", m.w_o), st::make_entry("b_q", m.b_q), st::make_entry("b_k", m.b_k),
+                    st::make_entry("b_v", m.b_v), st::make_entry("b_o", m.b_o)});
+  const auto names = st::mha_names::torch("layers.0.attn.");
+  st::save(out_in, {st::make_entry(names.w_q, m.w_q, true), st::make_entry(names.w_k, m.w_k, true),
+                    st::make_entry(names.w_v, m.w_v, true), st::make_entry(names.w_o, m.w_o, true),
+                    st::make_entry(names.b_q, m.b_q), st::make_entry(names.b_k, m.b_k), st::make_entry(names.b_v, m.b_v),
+                    st::make_entry(names.b_o, m.b_o)});
+  const M a = st::load_mha<M>(st::file(in_out));
+  const M b = st::load_mha<M>(st::file(out_in), names, st::weight_layout::out_in);
+  const tensor<float, 2, 3, 8> ya = a(x, causal), yb = b(x, causal);
+  BOOST_TEST((ya == want));
+  BOOST_TEST((yb == want));
+  // A module of other sizes: the shape error names the parameter.
+  using M2 = multi_head_attention<float, 8, 2>;  // 2 key/value heads: W_K is 8 x 8, the file has 8 x 4
+  throws<st::shape_error>([&] { (void)st::load_mha<M2>(st::file(in_out)); }, {"'w_k'", "[8, 4]", "[d_model=8, 8]"});
+}
+
+// ---- errors --------------------------------------------------------------------------------------------
+BOOST_AUTO_TEST_CASE(missing_file) {
+  throws<st::file_error>([] { st::file f(tmp / "does_not_exist.safetensors"); }, {"cannot open", "does_not_exist.safetensors",
+                                                                               "No such file"});
+}
+
+BOOST_AUTO_TEST_CASE(truncated_header_length) {
+  const auto p = write_bytes("five_bytes.safetensors", std::string("\x10\x00\x00\x00\x00", 5));
+  throws<st::format_error>([&] { st::file f(p); }, {"five_bytes.safetensors", "5 bytes long", "8-byte header length"});
+  const auto e = write_bytes("empty.safetensors", "");
+  throws<st::format_error>([&] { st::file f(e); }, {"0 bytes long"});
+}
+
+BOOST_AUTO_TEST_CASE(header_length_beyond_the_file) {
+  const std::string header = R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  const auto p = write_raw("long_header.safetensors", header, f32_bytes({1}), 1000);
+  throws<st::format_error>([&] { st::file f(p); }, {"header length 1000", "exceeds the", "truncated"});
+  // A header cut short: the length is right but the file stops inside the header.
+  const auto q = write_raw("cut_header.safetensors", header.substr(0, 20), {}, static_cast<std::int64_t>(header.size()));
+  throws<st::format_error>([&] { st::file f(q); }, {"exceeds"});
+  const auto z = write_raw("zero_header.safetensors", "", {});
+  throws<st::format_error>([&] { st::file f(z); }, {"empty header"});
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_json_header) {
+  const auto p = write_raw("bad_json.safetensors", R"({"x":{"dtype":"F32","shape":[1],)", f32_bytes({1}));
+  throws<st::format_error>([&] { st::file f(p); }, {"corrupt header", "does not parse"});
+  const auto q = write_raw("not_object.safetensors", "[1, 2, 3]", {});
+  throws<st::format_error>([&] { st::file f(q); }, {"not an object"});
+  const auto garbage = write_bytes("garbage.safetensors", std::string("\x05\x00\x00\x00\x00\x00\x00\x00\xff\xfe\x00\x01\x02", 13));
+  throws<st::format_error>([&] { st::file f(garbage); }, {"corrupt header"});
+}
+
+BOOST_AUTO_TEST_CASE(malformed_entries) {
+  auto bad = [](const std::string& name, const std::string& entry, std::initializer_list<std::string> frags,
+                std::vector<unsigned char> data = f32_bytes({1, 2})) {
+    const auto p = write_raw(name + ".safetensors", R"({"x":)" + entry + "}", data);
+    throws<st::format_error>([&] { st::file f(p); }, frags);
+  };
+  bad("no_dtype", R"({"shape":[2],"data_offsets":[0,8]})", {"tensor 'x' has no dtype"});
+  bad("no_shape", R"({"dtype":"F32","data_offsets":[0,8]})", {"no shape"});
+  bad("no_offsets", R"({"dtype":"F32","shape":[2]})", {"no data_offsets"});
+  bad("negative_shape", R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})", {"non-negative"});
+  bad("reversed_offsets", R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})", {"begin > end"});
+  bad("unknown_dtype", R"({"dtype":"F128","shape":[2],"data_offsets":[0,8]})", {"unknown dtype 'F128'"});
+  bad("size_mismatch", R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})", {"needs 12 bytes", "span 8"});
+  bad("bad_metadata", R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"k":1})", {"__metadata__['k']"});
+}
+
+BOOST_AUTO_TEST_CASE(data_offsets_beyond_the_data) {
+  // The header promises 4 floats, the file holds 2: a truncated data section.
+  const auto p = write_raw("short_data.safetensors", R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                           f32_bytes({1, 2}));
+  throws<st::format_error>([&] { st::file f(p); }, {"tensor 'x' ends at byte 16", "only 8 bytes", "truncated"});
+}
+
+BOOST_AUTO_TEST_CASE(missing_tensor) {
+  const auto p = tmp / "two.safetensors";
+  st::save(p, {st::make_entry("w_q", tensor<float, 2, 2>{}), st::make_entry("w_k", tensor<float, 2, 2>{})});
+  const st::file f(p);
+  BOOST_TEST(!f.contains("w_v"));
+  throws<st::missing_tensor>([&] { (void)f.load<tensor<float, 2, 2>>("w_v"); }, {"no tensor 'w_v'", "two.safetensors",
+                                                                                 "2 tensors: w_k, w_q"});
+}
+
+BOOST_AUTO_TEST_CASE(wrong_dtype) {
+  const auto p = tmp / "dtypes.safetensors";
+  st::save(p, {st::make_entry("f", tensor<float, 2>{}), st::make_entry("d", tensor<double, 2>{})});
+  const st::file f(p);
+  throws<st::dtype_error>([&] { (void)f.load<tensor<double, 2>>("f"); }, {"tensor 'f'", "has dtype F32", "needs F64"});
+  throws<st::dtype_error>([&] { (void)f.load<tensor<float, 2>>("d"); }, {"tensor 'd'", "has dtype F64", "needs F32"});
+}
+
+BOOST_AUTO_TEST_CASE(half_precision_is_reported_unsupported) {
+  for (const std::string dt : {"BF16", "F16"}) {
+    const auto p = write_raw(dt + ".safetensors", R"({"h":{"dtype":")" + dt + R"(","shape":[2],"data_offsets":[0,4]}})",
+                             {0, 0x3c, 0, 0x40});
+    const st::file f(p);
+    BOOST_TEST(f.info("h").dtype == dt);
+    throws<st::dtype_error>([&] { (void)f.load<tensor<float, 2>>("h"); }, {"has dtype " + dt, "does not load", "F32, F64"});
+  }
+  const auto p = write_raw("i32.safetensors", R"({"i":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", {1, 0, 0, 0});
+  throws<st::dtype_error>([&] { (void)st::file(p).load<tensor<float, 1>>("i"); }, {"has dtype I32", "needs F32"});
+}
+
+BOOST_AUTO_TEST_CASE(wrong_shape_names_both_shapes) {
+  const auto p = tmp / "shapes.safetensors";
+  st::save(p, {st::make_entry("w", tensor<float, 8, 16>{})});
+  const st::file f(p);
+  throws<st::shape_error>([&] { (void)f.load<tensor<float, 8, 8>>("w"); }, {"tensor 'w'", "has shape [8, 16]", "target has shape [8, 8]"});
+  throws<st::shape_error>([&] { (void)f.load<tensor<float, 128>>("w"); }, {"[8, 16]", "[128]"});
+  throws<st::shape_error>([&] { (void)f.load<tensor<float, d_model<8>, 16, 1>>("w"); }, {"[d_model=8, 16, 1]"});
+  // Transposed: the target (8, 16) needs (16, 8) stored.
+  throws<st::shape_error>([&] { (void)f.load_transposed<tensor<float, 8, 16>>("w"); },
+                          {"has shape [8, 16]", "target has shape [8, 16]", "needs [16, 8] stored (transposed"});
+  using W16x8 = tensor<float, 16, 8>;
+  BOOST_CHECK_NO_THROW((void)f.load_transposed<W16x8>("w"));
+}
