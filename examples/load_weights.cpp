@@ -1,0 +1,84 @@
+// Weights from a file: a multi-head attention (d_model 16, 4 query heads sharing 2 key/value heads,
+// biases) loaded from a safetensors checkpoint in PyTorch's layout, run on an input stored beside it,
+// and checked against the output that scripts/make_safetensors.py computed with plain double loops.
+//
+//   load_weights [DATA_DIR]      (default: examples/data next to this file)
+//
+// The files are examples/data/mha_small.safetensors (weights, F32, "attn.q_proj.weight" (out, in), ...)
+// and mha_small.expected.safetensors (x, F32; y, F64; the mask in the metadata). Regenerate them with
+// `python3 scripts/make_safetensors.py`. This example needs nlohmann/json (attnx/io/safetensors.hpp).
+#include <attnx/attnx.hpp>
+#include <attnx/io/safetensors.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+namespace st = attnx::safetensors;
+
+constexpr std::size_t B = 2, L = 5, D = 16;
+using mha_t = attnx::multi_head_attention<float, D, 4, attnx::mha_options{.kv_heads = 2}>;
+
+int main(int argc, char** argv) {
+  const fs::path dir = argc > 1 ? fs::path(argv[1]) : fs::path(__FILE__).parent_path() / "data";
+  try {
+    const st::file weights(dir / "mha_small.safetensors");
+    std::cout << "weights: " << weights.path().filename().string() << ", " << weights.tensors().size() << " tensors\n";
+    for (const auto& [name, t] : weights.tensors())
+      std::cout << "  " << name << "  " << t.dtype << " " << st::shape_text(t.shape) << "\n";
+
+    // The file's own description must match the sizes compiled into the module.
+    const auto& meta = weights.metadata();
+    if (meta.at("d_model") != std::to_string(mha_t::d_model) || meta.at("heads") != std::to_string(mha_t::heads) ||
+        meta.at("kv_heads") != std::to_string(mha_t::kv_heads)) {
+      std::cerr << "the file describes another model\n";
+      return 1;
+    }
+
+    // PyTorch names and layout: weight (out, in) is read transposed into attnx's (in, out).
+    const mha_t mha = st::load_mha<mha_t>(weights, st::mha_names::torch("attn."), st::weight_layout::out_in);
+    std::cout << "module: d_model " << mha_t::d_model << ", heads " << mha_t::heads << ", kv_heads " << mha_t::kv_heads
+              << ", d_k " << mha_t::d_k << ", d_v " << mha_t::d_v << ", " << mha_t::parameter_count << " parameters\n";
+
+    const st::file expected(dir / "mha_small.expected.safetensors");
+    const auto x = expected.load<attnx::tensor<float, B, L, D>>("x");
+    const auto want = expected.load<attnx::tensor<double, B, L, D>>("y");
+    std::vector<std::size_t> lens;
+    std::istringstream in(expected.metadata().at("key_lengths"));
+    for (std::string item; std::getline(in, item, ',');) lens.push_back(std::stoul(item));
+
+    const auto runs = attnx::fused_runs.load();
+    const attnx::tensor<float, B, L, D> y = mha(x, attnx::causal, attnx::key_lengths(lens));
+    double worst = 0;
+    for (std::size_t i = 0; i < y.size; ++i) worst = std::max(worst, std::abs(double(y.data()[i]) - want.data()[i]));
+    std::cout << "y = mha(x, causal, key_lengths{" << lens[0] << ", " << lens[1] << "}): shape (" << B << ", " << L << ", " << D
+              << "), fused kernel runs: " << attnx::fused_runs.load() - runs << "\n";
+    std::printf("y[1][2][0..3] = %.7f %.7f %.7f %.7f (expected %.7f %.7f %.7f %.7f)\n", y(1, 2, 0), y(1, 2, 1), y(1, 2, 2),
+                y(1, 2, 3), want(1, 2, 0), want(1, 2, 1), want(1, 2, 2), want(1, 2, 3));
+    std::printf("max |y - expected| = %.3g (float32 model vs double reference)\n", worst);
+    if (!(worst <= 2e-6)) {
+      std::cerr << "FAILED: the loaded model does not reproduce the expected output\n";
+      return 1;
+    }
+
+    // A module of the wrong sizes is refused with the tensor's name and both shapes.
+    try {
+      (void)st::load_mha<attnx::multi_head_attention<float, D, 4>>(weights, st::mha_names::torch("attn."),
+                                                                    st::weight_layout::out_in);
+      std::cerr << "FAILED: a module with 4 key/value heads loaded weights made for 2\n";
+      return 1;
+    } catch (const st::shape_error& e) {
+      std::cout << "loading into a module with 4 key/value heads: " << e.what() << "\n";
+    }
+    std::cout << "OK\n";
+    return 0;
+  } catch (const st::error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}
