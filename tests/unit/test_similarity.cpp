@@ -341,6 +341,29 @@ BOOST_AUTO_TEST_CASE(attention_with_masks) {
               2e-6);
 }
 
+BOOST_AUTO_TEST_CASE(multi_head_through_split_heads) {
+  // cosine attention per head: split_heads<2>(X W_Q) against split_heads<2>(X), causal, merged back
+  const mat x = naive::random(2 * 5 * 8, 36), wq = naive::random(8 * 8, 37);
+  const auto X = make<tensor<double, batch<2>, seq<5>, d_model<8>>>(x);
+  const auto Wq = make<tensor<double, d_model<8>, d_model<8>>>(wq);
+  tensor<double, batch<2>, seq<5>, d_model<8>> O =
+      merge_heads(softmax(mask(cosine_scores(split_heads<2>(X * Wq), split_heads<2>(X), 0.5), causal)) * split_heads<2>(X));
+  mat want(2 * 5 * 8);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const mat xb(x.begin() + b * 40, x.begin() + (b + 1) * 40), qb = naive::matmul(xb, wq, 5, 8, 8);
+    for (std::size_t h = 0; h < 2; ++h) {
+      mat qh(5 * 4), kh(5 * 4);
+      for (std::size_t i = 0; i < 5; ++i)
+        for (std::size_t p = 0; p < 4; ++p) qh[i * 4 + p] = qb[i * 8 + h * 4 + p], kh[i * 4 + p] = xb[i * 8 + h * 4 + p];
+      const mat oh = ref_attention(ref_scores(qh, kh, 1, 5, 5, 4, ref_cosine(0.5)), kh, 1, 5, 5, 4,
+                                   [](auto, auto i, auto j) { return j > i; });
+      for (std::size_t i = 0; i < 5; ++i)
+        for (std::size_t p = 0; p < 4; ++p) want[b * 40 + i * 8 + h * 4 + p] = oh[i * 4 + p];
+    }
+  }
+  check_close(O, want, 1e-14);
+}
+
 BOOST_AUTO_TEST_CASE(temperature_sharpens) {
   // smaller tau: the largest weight grows (towards argmax), for cosine and rbf
   double last_cos = 0, last_rbf = 0;
