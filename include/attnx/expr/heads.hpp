@@ -87,7 +87,7 @@ constexpr auto split_heads(A&& a) {
   using S = shape_of_t<A>;
   static_assert(S::rank >= 2 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
                 "attnx: split_heads: the operand needs a sequence axis and a feature axis");
-  static_assert(H > 0 && (S::rank == 0 || S::cols % H == 0) ||
+  static_assert((H > 0 && S::cols % H == 0) ||
                     error::holds<error::d_model_not_divisible_by_heads<error::d_model<S::cols>, error::heads<H>>>,
                 "attnx: split_heads: the feature extent (d_model) must be divisible by the number of heads");
   return split_heads_expr<H, stored_t<A>>(store(std::forward<A>(a)));
