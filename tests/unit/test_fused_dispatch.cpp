@@ -165,3 +165,17 @@ BOOST_AUTO_TEST_CASE(constant_evaluation_takes_the_evaluator) {
   static_assert(O(0, 0) == 1.0 && O(0, 1) == 2.0);
   BOOST_TEST(O(1, 0) > 1.0);
 }
+
+BOOST_AUTO_TEST_CASE(pairwise_dot_scores_take_the_fused_path) {
+  constexpr std::size_t Lq = 6, Lk = 9, D = 5;
+  const mat q = naive::random(Lq * D, 15), k = naive::random(Lk * D, 16), v = naive::random(Lk * D, 17);
+  const auto Q = make<tensor<double, Lq, D>>(q);
+  const auto K = make<tensor<double, Lk, D>>(k);
+  const auto V = make<tensor<double, Lk, D>>(v);
+  tensor<double, Lq, D> O;
+  BOOST_TEST(evaluated_fused(O, softmax(mask(dot_scores(Q, K), causal)) * V));
+  const mat want = naive::attention(q, k, v, Lq, Lk, D, D, [](auto i, auto j) { return j <= i; });
+  BOOST_TEST(max_err(O, want) <= 1e-14);
+  // cosine is not the kernel's similarity: row by row
+  BOOST_TEST(!evaluated_fused(O, softmax(cosine_scores(Q, K, 0.5)) * V));
+}

@@ -1,7 +1,7 @@
 // attnx: recognising attention in an expression tree and handing it to the fused kernel.
 //
 // When assign_into meets, at run time, an expression of the form
-//     softmax( [masks]( [scale](Q * transpose(K)) [+ additive] ) ) * V
+//     softmax( [masks]( [scale](Q * transpose(K)) [+ additive] ) ) * V      (or dot_scores(Q, K))
 // with Q, K, V of one floating-point type, it calls kernels::flash_attention instead of the
 // row-by-row evaluator: the scale is folded into the exponent, masks become the kernel's mask
 // descriptors, and the L_q x L_k scores exist only a tile at a time. Q, K and V that are
@@ -21,6 +21,7 @@
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
+#include "attnx/expr/pairwise.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/kernels/flash_attention.hpp"
 
@@ -99,34 +100,41 @@ constexpr std::array<std::ptrdiff_t, 4> mask_strides() {
 }
 
 // ---- the pattern, peeled from the outside in --------------------------------------------------
-// scores_core<E>: Q * transpose(K), optionally scaled by a scalar (x s) or a temperature (/ s).
+// scores_core<E>: Q * transpose(K), optionally scaled by a scalar (x s) or a temperature (/ s), or
+// the pairwise dot similarity (dot_scores). Each gives its queries, keys and the factor on q.k.
 template <class E>
 struct scores_core : std::false_type {};
 template <class Q, class K>
 struct scores_core<matmul_expr<Q, transpose_expr<K>>> : std::true_type {
   using q = Q;
   using k = K;
-  static constexpr const matmul_expr<Q, transpose_expr<K>>& product(const matmul_expr<Q, transpose_expr<K>>& e) { return e; }
-  template <class T>
-  static constexpr T scale(const matmul_expr<Q, transpose_expr<K>>&) { return T(1); }
+  template <class E> static constexpr const Q& queries(const E& e) { return e.lhs(); }
+  template <class E> static constexpr const K& keys(const E& e) { return e.rhs().operand(); }
+  template <class T, class E> static constexpr T scale(const E&) { return T(1); }
 };
-template <class Q, class K, class T>
-struct scores_core<binary_expr<ops::multiplies, matmul_expr<Q, transpose_expr<K>>, scalar<T>>> : std::true_type {
+template <class Q, class K, class S>
+struct scores_core<binary_expr<ops::multiplies, matmul_expr<Q, transpose_expr<K>>, scalar<S>>> : std::true_type {
   using q = Q;
   using k = K;
-  template <class E>
-  static constexpr const auto& product(const E& e) { return e.lhs(); }
-  template <class U, class E>
-  static constexpr U scale(const E& e) { return static_cast<U>(e.rhs().value()); }
+  template <class E> static constexpr const Q& queries(const E& e) { return e.lhs().lhs(); }
+  template <class E> static constexpr const K& keys(const E& e) { return e.lhs().rhs().operand(); }
+  template <class T, class E> static constexpr T scale(const E& e) { return static_cast<T>(e.rhs().value()); }
 };
-template <class Q, class K, class T>
-struct scores_core<binary_expr<ops::divides, matmul_expr<Q, transpose_expr<K>>, scalar<T>>> : std::true_type {
+template <class Q, class K, class S>
+struct scores_core<binary_expr<ops::divides, matmul_expr<Q, transpose_expr<K>>, scalar<S>>> : std::true_type {
   using q = Q;
   using k = K;
-  template <class E>
-  static constexpr const auto& product(const E& e) { return e.lhs(); }
-  template <class U, class E>
-  static constexpr U scale(const E& e) { return U(1) / static_cast<U>(e.rhs().value()); }
+  template <class E> static constexpr const Q& queries(const E& e) { return e.lhs().lhs(); }
+  template <class E> static constexpr const K& keys(const E& e) { return e.lhs().rhs().operand(); }
+  template <class T, class E> static constexpr T scale(const E& e) { return T(1) / static_cast<T>(e.rhs().value()); }
+};
+template <class Q, class K>
+struct scores_core<pairwise_expr<similarity::dot, Q, K>> : std::true_type {
+  using q = Q;
+  using k = K;
+  template <class E> static constexpr const Q& queries(const E& e) { return e.queries(); }
+  template <class E> static constexpr const K& keys(const E& e) { return e.keys(); }
+  template <class T, class E> static constexpr T scale(const E& e) { return static_cast<T>(e.similarity().scale); }
 };
 
 // scores<E>: the core under any number of masks (at most one of each kind) and one additive mask.
@@ -227,9 +235,8 @@ void walk(const binary_expr<ops::plus, A, M>& e, builder<T, S>& b, K&& k) {
 
 template <class T, class S, class E, class K>
 void walk(const E& e, builder<T, S>& b, K&& k) {  // the scaled core
-  using core = scores_core<E>;
-  b.p.scale = core::template scale<T>(e);
-  k(core::product(e));
+  b.p.scale = scores_core<E>::template scale<T>(e);
+  k(e);
 }
 
 // Runs the kernel; false if the expression must be evaluated row by row instead.
@@ -242,16 +249,17 @@ bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e) {
   kernels::attention_problem<T> p{};
   builder<T, S> b{p};
   bool ran = false;
-  walk(e.lhs().operand(), b, [&](const auto& product) {
+  walk(e.lhs().operand(), b, [&](const auto& core_node) {
     if (!b.ok) return;
-    using Q = std::remove_cvref_t<decltype(product.lhs())>;
-    using K = std::remove_cvref_t<decltype(product.rhs().operand())>;
+    using C = scores_core<std::remove_cvref_t<decltype(core_node)>>;
+    using Q = typename C::q;
+    using K = typename C::k;
     using LQ = strided_operand<Q, R>;
     using LK = strided_operand<K, R>;
     using LV = strided_operand<V, R>;
     using LO = layout<O, R>;
-    const LQ q(product.lhs());
-    const LK k(product.rhs().operand());
+    const LQ q(C::queries(core_node));
+    const LK k(C::keys(core_node));
     const LV v(e.rhs());
     p.q = q.data(), p.q_batch_stride = LQ::batch_stride, p.q_head_stride = LQ::head_stride, p.q_row_stride = LQ::row_stride;
     p.k = k.data(), p.k_batch_stride = LK::batch_stride, p.k_head_stride = LK::head_stride, p.k_row_stride = LK::row_stride;
