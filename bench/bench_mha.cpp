@@ -1,0 +1,95 @@
+// attnx benchmarks: the whole multi-head attention forward pass of attnx::multi_head_attention,
+//   y = merge_heads(attention(split_heads<8>(x W_Q + b_Q), split_heads<8>(x W_K + b_K),
+//                             split_heads<8>(x W_V + b_V))) W_O + b_O
+// at d_model 512, 8 heads (d_k = d_v = 64), float, biases, no mask, for several (L, B): projections,
+// attention and output projection, as a user gets them by assigning mha(x) to a tensor.
+//   BM_mha_fused    the attention dispatched to the fused kernel (the default)
+//   BM_mha_unfused  attnx::fused_enabled = false: every node evaluated row by row
+// The projections are the row evaluator's products in both (attnx has no GEMM kernel of its own).
+// One thread (attnx::set_threads(1) for the kernel; the rest is single-threaded anyway), CPU time.
+// FLOPS counts 8 B L d_model^2 (four projections, 2 flops per multiply-add) + B H 4 L^2 d_k (the
+// attention: two products of 2 L^2 d_k per head).
+#include <cstddef>
+#include <random>
+#include <string>
+
+#include <benchmark/benchmark.h>
+
+#include "attnx/attnx.hpp"
+
+namespace {
+
+constexpr std::size_t D = 512, H = 8;
+using mha_t = attnx::multi_head_attention<float, D, H>;
+
+double mha_flops(std::size_t B, std::size_t L) {
+  const double b = double(B), l = double(L), d = double(D), dk = double(mha_t::d_k);
+  return 8.0 * b * l * d * d + b * double(H) * 4.0 * l * l * dk;
+}
+
+// A module with N(0, 1/d_model) weights and small biases, built once.
+const mha_t& module() {
+  static const mha_t m = [] {
+    mha_t r;
+    std::mt19937 g(7);
+    std::normal_distribution<float> w(0.0f, 1.0f / 22.6f);
+    for (auto* p : {r.w_q.data(), r.w_k.data(), r.w_v.data(), r.w_o.data()})
+      for (std::size_t i = 0; i < D * D; ++i) p[i] = w(g);
+    for (auto* p : {r.b_q.data(), r.b_k.data(), r.b_v.data(), r.b_o.data()})
+      for (std::size_t i = 0; i < D; ++i) p[i] = 0.1f * w(g);
+    return r;
+  }();
+  return m;
+}
+
+template <std::size_t L, std::size_t B, bool Fused>
+void BM_mha(benchmark::State& state) {
+  const mha_t& mha = module();
+  attnx::tensor<float, B, L, D> x(attnx::uninitialized), y(attnx::uninitialized);
+  std::mt19937 g(42);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(g);
+  attnx::fused_enabled = Fused;
+  attnx::set_threads(1);
+  const std::size_t runs0 = attnx::fused_runs;
+  for (auto _ : state) {
+    y = mha(x);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const bool took_fused_path = attnx::fused_runs != runs0;
+  attnx::fused_enabled = true;
+  attnx::set_threads(0);
+  if (took_fused_path != Fused) state.SkipWithError(Fused ? "the fused path was not taken" : "the fused path was taken");
+  state.counters["FLOPS"] = benchmark::Counter(mha_flops(B, L), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["L"] = double(L);
+  state.counters["B"] = double(B);
+  state.counters["fused"] = Fused ? 1 : 0;
+  state.counters["threads"] = 1;
+}
+
+template <std::size_t L, std::size_t B, bool Fused>
+void add() {
+  const std::string name = std::string(Fused ? "BM_mha_fused" : "BM_mha_unfused") + "/L:" + std::to_string(L) +
+                           "/B:" + std::to_string(B) + "/d_model:512/heads:8/threads:1";
+  benchmark::RegisterBenchmark(name.c_str(), BM_mha<L, B, Fused>)->Unit(benchmark::kMillisecond);
+}
+
+// Shapes are compile-time: one instantiation per (L, B, path); every L in {128, 512, 1024, 2048} with
+// every B in {1, 4, 8}, both paths (the largest takes a few seconds per iteration).
+template <bool Fused>
+void add_all() {
+  add<128, 1, Fused>(), add<128, 4, Fused>(), add<128, 8, Fused>();
+  add<512, 1, Fused>(), add<512, 4, Fused>(), add<512, 8, Fused>();
+  add<1024, 1, Fused>(), add<1024, 4, Fused>(), add<1024, 8, Fused>();
+  add<2048, 1, Fused>(), add<2048, 4, Fused>(), add<2048, 8, Fused>();
+}
+const int registered = [] {
+  add_all<true>();
+  add_all<false>();
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
