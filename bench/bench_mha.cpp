@@ -5,6 +5,8 @@
 // attention and output projection, as a user gets them by assigning mha(x) to a tensor.
 //   BM_mha_fused    the attention dispatched to the fused kernel (the default)
 //   BM_mha_unfused  attnx::fused_enabled = false: every node evaluated row by row
+//   BM_mha_projections  the four projections alone (x W + b, (B L) x 512 x 512 each): the share of the
+//                   forward pass that is not attention, so that the attention's own rate can be derived
 // The projections are the row evaluator's products in both (attnx has no GEMM kernel of its own).
 // One thread (attnx::set_threads(1) for the kernel; the rest is single-threaded anyway), CPU time.
 // FLOPS counts 8 B L d_model^2 (four projections, 2 flops per multiply-add) + B H 4 L^2 d_k (the
@@ -68,8 +70,39 @@ void BM_mha(benchmark::State& state) {
   state.counters["threads"] = 1;
 }
 
+// The four projection products of the forward pass, without the attention between them.
+template <std::size_t L, std::size_t B>
+void BM_projections(benchmark::State& state) {
+  const mha_t& mha = module();
+  attnx::tensor<float, B, L, D> x(attnx::uninitialized), q(attnx::uninitialized), k(attnx::uninitialized),
+      v(attnx::uninitialized), o(attnx::uninitialized);
+  std::mt19937 g(42);
+  std::normal_distribution<float> nd;
+  for (auto& e : x) e = nd(g);
+  for (auto _ : state) {
+    q = x * mha.w_q + mha.b_q;
+    k = x * mha.w_k + mha.b_k;
+    v = x * mha.w_v + mha.b_v;
+    o = q * mha.w_o + mha.b_o;
+    benchmark::DoNotOptimize(o.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOPS"] =
+      benchmark::Counter(8.0 * double(B) * double(L) * double(D) * double(D), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["L"] = double(L);
+  state.counters["B"] = double(B);
+  state.counters["threads"] = 1;
+}
+
+template <std::size_t L, std::size_t B>
+void add_projections() {
+  const std::string name = "BM_mha_projections/L:" + std::to_string(L) + "/B:" + std::to_string(B) + "/d_model:512/threads:1";
+  benchmark::RegisterBenchmark(name.c_str(), BM_projections<L, B>)->Unit(benchmark::kMillisecond);
+}
+
 template <std::size_t L, std::size_t B, bool Fused>
 void add() {
+  if constexpr (Fused) add_projections<L, B>();
   const std::string name = std::string(Fused ? "BM_mha_fused" : "BM_mha_unfused") + "/L:" + std::to_string(L) +
                            "/B:" + std::to_string(B) + "/d_model:512/heads:8/threads:1";
   benchmark::RegisterBenchmark(name.c_str(), BM_mha<L, B, Fused>)->Unit(benchmark::kMillisecond);

@@ -12,6 +12,7 @@
 //   merge_heads(attention(split_heads<H>(x W_Q + b_Q),
 //                         repeat_heads<G>(split_heads<H_kv>(m W_K + b_K)),
 //                         repeat_heads<G>(split_heads<H_kv>(m W_V + b_V)), masks...)) W_O + b_O
+// (the merged heads are evaluated once into a buffer before W_O: see evaluated_once below)
 // with m = x (self-attention) or the memory (cross-attention), G = H / H_kv. At run time the attention
 // in the middle is dispatched to the fused kernel (eval/fused.hpp), which reads the projected Q, K and
 // V with the heads' strides (no copies per head) and shares each K/V head among G query heads; the
@@ -107,6 +108,37 @@ struct evaluator<drop_unit_batch_expr<A>> {
   constexpr void begin_row(std::size_t r) { a.begin_row(r); }
   constexpr auto at(std::size_t j) const { return a.at(j); }
   evaluator<A> a;
+};
+
+// ---- an operand evaluated once, then read as memory --------------------------------------------------
+// The output projection multiplies merge_heads(attention(...)) by W_O. Read through merge_heads'
+// evaluator (strided, one division per element) g++ 12 -O3 compiles the row-by-row product into a
+// gather loop about 5x slower than the same product over a tensor (clang is not affected); evaluating
+// the merged heads once into a buffer of (B, L, H*d_v) first costs one copy and keeps the product fast.
+template <class A>
+class evaluated_once_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = shape_of_t<A>;
+  constexpr explicit evaluated_once_expr(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+};
+template <expression A>
+constexpr auto evaluated_once(A&& a) {
+  return evaluated_once_expr<stored_t<A>>(store(std::forward<A>(a)));
+}
+template <class A>
+struct evaluator<evaluated_once_expr<A>> {
+  static constexpr std::size_t cols = shape_of_t<A>::cols;
+  constexpr explicit evaluator(const evaluated_once_expr<A>& e) : src(e.operand()), row(src.data()) {}
+  constexpr void begin_row(std::size_t r) noexcept { row = src.data() + r * cols; }
+  constexpr auto at(std::size_t j) const noexcept { return row[j]; }
+  dense_operand<A> src;
+  const value_t<A>* row;
 };
 
 // ---- the module ---------------------------------------------------------------------------------------
@@ -409,7 +441,8 @@ class multi_head_attention {
     auto q = split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q));
     auto k = share_kv(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k)));
     auto v = share_kv(split_heads<kv_heads>(project(std::forward<XV>(xv), w_v, b_v)));
-    return project(merge_heads(attention(std::move(q), std::move(k), std::move(v), std::forward<Masks>(masks)...)), w_o, b_o);
+    return project(evaluated_once(merge_heads(attention(std::move(q), std::move(k), std::move(v), std::forward<Masks>(masks)...))),
+                   w_o, b_o);
   }
   template <class XQ, class XK, class... Masks>
   constexpr auto scores_of(XQ&& xq, XK&& xk, Masks&&... masks) const {
