@@ -23,6 +23,7 @@
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
+#include "attnx/kernels/gemm.hpp"
 #include "attnx/tensor/storage.hpp"
 #include "attnx/tensor/tensor.hpp"
 
@@ -139,10 +140,17 @@ struct dense_operand<E> {
 };
 
 // ---- row-wise: matrix product -----------------------------------------------------------------
-// Every output row is an axpy over the rows of B (out += a[k] * B[k, :]): the inner loop runs along
-// contiguous memory and vectorises, and each element is summed in the order k = 0, 1, ... exactly as
-// in a constant evaluation. B = transpose(C) is therefore materialised transposed once (a copy of C,
-// O(rows x cols of C), never of the output).
+// In a constant evaluation (and at run time for element types other than float and double, mixed
+// A/B types, or fewer than kernels::gemm_min_rows rows per matrix B) every output row is an axpy over
+// the rows of B (out += a[k] * B[k, :]): the inner loop runs along contiguous memory and vectorises,
+// and each element is summed in the order k = 0, 1, ...
+// At run time otherwise (kernels/gemm.hpp, docs/gemm.md): begin_row(r) for a row outside the current
+// block computes a block of up to MB consecutive output rows at once (A's rows through A's own
+// evaluator into a packed buffer, times B packed once into column panels in the constructor, with a
+// register-blocked micro-kernel), and at(j) reads the cached row. Memory: the packed B and
+// MB x (K + N), never the whole output (this evaluator also runs under softmax for the scores).
+// B = transpose(C) is materialised transposed once (a copy of C, O(rows x cols of C), never of the
+// output).
 template <class A, class B>
 struct evaluator<matmul_expr<A, B>> {
   using T = value_t<matmul_expr<A, B>>;
@@ -152,10 +160,32 @@ struct evaluator<matmul_expr<A, B>> {
   static constexpr std::size_t K = SA::cols;
   static constexpr std::size_t N = SB::cols;
   static constexpr bool batched_rhs = SB::rank > 2;
+  static constexpr std::size_t rows = shape_of_t<matmul_expr<A, B>>::rows;
+  static constexpr std::size_t rows_per_b = batched_rhs ? M : rows;  // output rows that share one matrix B
+  static constexpr bool blocked = (std::is_same_v<T, float> || std::is_same_v<T, double>) &&
+                                  std::is_same_v<value_t<A>, T> && std::is_same_v<value_t<B>, T> &&
+                                  rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0;
 
-  constexpr explicit evaluator(const matmul_expr<A, B>& e) : a(e.lhs()), b(e.rhs()) {}
+  constexpr explicit evaluator(const matmul_expr<A, B>& e) : a(e.lhs()), b(e.rhs()) {
+    if constexpr (blocked) {
+      if (!std::is_constant_evaluated() && kernels::gemm_enabled.load(std::memory_order_relaxed))
+        gemm.init(b.data(), batched_rhs ? rows / M : 1, K, N, rows_per_b);
+    }
+  }
 
   constexpr void begin_row(std::size_t r) {
+    if constexpr (blocked) {
+      if (!std::is_constant_evaluated() && gemm.active()) {
+        if (!gemm.cached(r)) {
+          gemm.compute(r, [this](std::size_t ar, T* dst, std::size_t stride) {
+            a.begin_row(ar);
+            for (std::size_t k = 0; k < K; ++k) dst[k * stride] = static_cast<T>(a.at(k));
+          });
+        }
+        row = gemm.row(r);
+        return;
+      }
+    }
     a.begin_row(r);
     const auto* bm = b.data() + (batched_rhs ? (r / M) * K * N : 0);
     T* o = out.data();
@@ -165,12 +195,19 @@ struct evaluator<matmul_expr<A, B>> {
       const auto* brow = bm + k * N;
       for (std::size_t j = 0; j < N; ++j) o[j] += ak * static_cast<T>(brow[j]);
     }
+    if (!std::is_constant_evaluated()) row = o;
   }
-  constexpr T at(std::size_t j) const { return out.data()[j]; }
+  constexpr T at(std::size_t j) const {
+    if (std::is_constant_evaluated()) return out.data()[j];
+    return row[j];
+  }
 
   evaluator<A> a;
   dense_operand<B> b;
   storage<T, N> out{uninitialized};
+  const T* row = nullptr;  // run time: the current output row (in out, or in the block)
+  struct no_gemm {};
+  [[no_unique_address]] std::conditional_t<blocked, kernels::gemm_row_blocks<T>, no_gemm> gemm;
 };
 
 // ---- transpose evaluated on its own (not as a product's rhs): strided reads ------------------
