@@ -37,7 +37,7 @@ mkdir -p "$OUT"
 
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$CXX_BIN" \
   -DATTNX_BUILD_BENCH=ON -DATTNX_BUILD_TESTS=OFF -DATTNX_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$BUILD" -j 1 --target attnx_bench attnx_rss_probe
+cmake --build "$BUILD" -j 1 --target attnx_bench attnx_rss_probe attnx_scaling_probe
 
 waited=0
 while [ "$waited" -lt "${ATTNX_BENCH_WAIT_IDLE:-0}" ] &&
@@ -62,6 +62,12 @@ for L in $RSS_L; do
     env -u OPENBLAS_CORETYPE "$BUILD/bench/attnx_rss_probe" "$impl" "$L" 64 1 | tee -a "$OUT/rss.jsonl"
   done
 done
+: >"$OUT/scaling.jsonl"
+for cfg in "1024 64 0 40" "4096 64 0 10" "1024 64 1 40" "4096 64 1 10"; do
+  echo "+ attnx_scaling_probe $cfg"
+  # shellcheck disable=SC2086
+  "$BUILD/bench/attnx_scaling_probe" $cfg | tee -a "$OUT/scaling.jsonl"
+done
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The report needs only the standard library; the plot needs matplotlib, which may be installed
@@ -72,7 +78,7 @@ if ! "$PY" -c 'import matplotlib' 2>/dev/null && [ -x /usr/bin/python3 ] &&
   PY=/usr/bin/python3
 fi
 "$PY" scripts/bench_report.py \
-  --bench "$OUT/bench.json" --rss "$OUT/rss.jsonl" \
+  --bench "$OUT/bench.json" --rss "$OUT/rss.jsonl" --scaling "$OUT/scaling.jsonl" \
   --compiler "$("$CXX_BIN" --version | head -n 1)" \
   --flags "-O3 -march=native (CMake Release); softmax of the unfused baselines: + -ffast-math" \
   --command "scripts/bench.sh $* (ATTNX_BENCH_REPS=$REPS ATTNX_BENCH_MIN_TIME=$MIN_TIME ATTNX_BENCH_FILTER='$FILTER')" \
