@@ -162,19 +162,20 @@ void kernel_case(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
   const dvec a = random_values(m * k, seed), b = random_values(k * n, seed + 1);
   const std::size_t mr = ops.mr, nr = ops.nr, mp = (m + mr - 1) / mr * mr, np = (n + nr - 1) / nr * nr;
   kd::gemm_buffer<T> ap, bp, c, bsrc;
-  ap.allocate(std::max<std::size_t>(mp * k, 1));
+  const std::size_t lda = k + 3;  // A's rows need not be contiguous
+  ap.allocate(std::max<std::size_t>(mp * lda, 1));
   bp.allocate(std::max<std::size_t>(np * k, 1));
   c.allocate(mp * np);
   bsrc.allocate(k * n);
   for (std::size_t i = 0; i < mp; ++i)
-    for (std::size_t p = 0; p < k; ++p) ap.data()[kd::gemm_a_index(i, p, k, mr)] = i < m ? T(a[i * k + p]) : T(0);
+    for (std::size_t p = 0; p < lda; ++p) ap.data()[i * lda + p] = i < m && p < k ? T(a[i * k + p]) : T(0);
   for (std::size_t i = 0; i < k * n; ++i) bsrc.data()[i] = T(b[i]);
   kd::gemm_pack_b(bsrc.data(), k, n, n, nr, bp.data());
   const dvec want = ref_matmul(a, b, m, k, n), scale = ref_abs_matmul(a, b, m, k, n);
   // The default chunking of K, and a chunk of 7 (partial sums stored and continued).
   for (std::size_t kc : {ops.kc, std::size_t{7}}) {
     std::fill_n(c.data(), mp * np, std::numeric_limits<T>::quiet_NaN());
-    ops.block(ap.data(), bp.data(), m, k, n, c.data(), np, kc);
+    ops.block(ap.data(), lda, bp.data(), m, k, n, c.data(), np, kc);
     double worst = 0;
     for (std::size_t i = 0; i < m; ++i)
       for (std::size_t j = 0; j < n; ++j) {

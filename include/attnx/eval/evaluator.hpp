@@ -145,10 +145,11 @@ struct dense_operand<E> {
 // the rows of B (out += a[k] * B[k, :]): the inner loop runs along contiguous memory and vectorises,
 // and each element is summed in the order k = 0, 1, ...
 // At run time otherwise (kernels/gemm.hpp, docs/gemm.md): begin_row(r) for a row outside the current
-// block computes a block of up to MB consecutive output rows at once (A's rows through A's own
-// evaluator into a packed buffer, times B packed once into column panels in the constructor, with a
-// register-blocked micro-kernel), and at(j) reads the cached row. Memory: the packed B and
-// MB x (K + N), never the whole output (this evaluator also runs under softmax for the scores).
+// block computes a block of up to MB consecutive output rows at once (A's rows read in place when A is
+// in memory, else evaluated through A's own evaluator into a buffer; times B, packed once into column
+// panels in the constructor; by a register-blocked micro-kernel), and at(j) reads the cached row.
+// Memory: the packed B and MB x (K + N), never the whole output (this evaluator also runs under
+// softmax for the scores).
 // B = transpose(C) is materialised transposed once (a copy of C, O(rows x cols of C), never of the
 // output).
 template <class A, class B>
@@ -177,9 +178,17 @@ struct evaluator<matmul_expr<A, B>> {
     if constexpr (blocked) {
       if (!std::is_constant_evaluated() && gemm.active()) {
         if (!gemm.cached(r)) {
-          gemm.compute(r, [this](std::size_t ar, T* dst, std::size_t stride) {
-            a.begin_row(ar);
-            for (std::size_t k = 0; k < K; ++k) dst[k * stride] = static_cast<T>(a.at(k));
+          gemm.compute(r, [this](std::size_t first, std::size_t count, T* buf) -> const T* {
+            if constexpr (dense_terminal<A>) {
+              return a.base + first * K;  // A's rows in place
+            } else {
+              for (std::size_t i = 0; i < count; ++i) {
+                a.begin_row(first + i);
+                T* d = buf + i * K;
+                for (std::size_t k = 0; k < K; ++k) d[k] = static_cast<T>(a.at(k));
+              }
+              return buf;
+            }
           });
         }
         row = gemm.row(r);

@@ -56,10 +56,42 @@ inline std::atomic<int> gemm_isa_override{-1};
 // --- register tiles and blocking, once per instruction set -----------------------------------------
 // MR rows x NV vectors of accumulators; KC: K chunk (0: all of K); MB: rows per block of the evaluator.
 namespace attnx::kernels::detail::scalar {
-// Plain loops the compiler may vectorise for whatever the target has (SSE2 on a default x86-64 build).
+// The portable path: 16-byte vectors of the GCC/Clang vector extension (SSE2 on any x86-64, NEON on
+// AArch64, plain code elsewhere), one lane with other compilers. The compiler's auto-vectorisation of
+// plain loops was slower than the axpy loop at -O3 (g++ 12).
+#if defined(__GNUC__) || defined(__clang__)
+template <class T>
+struct vector16;
+template <>
+struct vector16<float> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct vector16<double> {
+  typedef double type __attribute__((vector_size(16)));
+};
+template <class T>
+struct gemm_vec {
+  using reg = typename vector16<T>::type;
+  static constexpr std::size_t W = 16 / sizeof(T);
+  static reg zero() { return reg{}; }
+  static reg set1(T x) { return reg{} + x; }
+  static reg load(const T* p) {
+    reg r;
+    std::memcpy(&r, p, sizeof r);
+    return r;
+  }
+  static void store(T* p, reg x) { std::memcpy(p, &x, sizeof x); }
+  static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
+};
+#else
+template <class T>
+using gemm_vec = vec<T>;
+#endif
+// 16 registers (SSE2): 12 accumulators, 2 loads of B, 1 broadcast of A.
 template <class T>
 struct gemm_shape {
-  static constexpr std::size_t MR = 4, NV = 16 / sizeof(T) * 2, KC = 256, MB = 64;
+  static constexpr std::size_t MR = 6, NV = 2, KC = 0, MB = 96;
 };
 #include "attnx/kernels/detail/gemm_tile.inc"
 }  // namespace attnx::kernels::detail::scalar
@@ -72,6 +104,8 @@ struct gemm_shape {
 #pragma GCC target("avx2,fma")
 #endif
 namespace attnx::kernels::detail::avx2 {
+template <class T>
+using gemm_vec = vec<T>;
 // 16 registers: 12 accumulators, 2 loads of B, 1 broadcast of A.
 template <class T>
 struct gemm_shape {
@@ -88,6 +122,8 @@ struct gemm_shape {
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
 #endif
 namespace attnx::kernels::detail::avx512 {
+template <class T>
+using gemm_vec = vec<T>;
 // 32 registers: 24 accumulators, 2 loads of B, broadcasts of A.
 template <class T>
 struct gemm_shape {
@@ -112,8 +148,8 @@ template <class T>
 struct gemm_ops {
   isa id;
   std::size_t mr, nr, kc, mb;
-  void (*block)(const T* ap, const T* bp, std::size_t m, std::size_t k, std::size_t n, T* c, std::size_t ldc,
-                std::size_t kc_max);
+  void (*block)(const T* a, std::size_t lda, const T* bp, std::size_t m, std::size_t k, std::size_t n, T* c,
+                std::size_t ldc, std::size_t kc_max);
 };
 
 template <class G, class T>
@@ -167,11 +203,6 @@ void gemm_pack_b(const T* b, std::size_t k, std::size_t n, std::size_t ldb, std:
   }
 }
 
-// Element kk of row i of a block, in the packed layout of A (gemm_tile.inc).
-constexpr std::size_t gemm_a_index(std::size_t i, std::size_t kk, std::size_t k, std::size_t mr) {
-  return (i / mr) * mr * k + kk * mr + i % mr;
-}
-
 // A 64-byte aligned run-time buffer; empty (and never allocated) in a constant evaluation.
 template <class T>
 class gemm_buffer {
@@ -207,8 +238,9 @@ class gemm_buffer {
 //   init(b, nb, k, n, rows_per_b)   B = nb matrices of k x n, row-major, k*n apart; output rows
 //                                   [t*rows_per_b, (t+1)*rows_per_b) use matrix t
 //   cached(r)                       whether row r is in the current block
-//   compute(r, pack_row)            computes the block holding row r; pack_row(row, dst, stride) writes
-//                                   the k elements of A's row `row` to dst[0], dst[stride], ...
+//   compute(r, a_rows)              computes the block holding row r. a_rows(first, count, buf) returns
+//                                   A's rows first .. first+count-1 (k elements each, row stride k):
+//                                   a pointer to A's own memory, or buf after writing them there
 //   row(r)                          the n values of output row r (r cached)
 // Rows are blocked within each rows_per_b range: [t*rows_per_b + i*MB, ...), so any order of requests is
 // correct (a row outside the block recomputes its block).
@@ -226,13 +258,13 @@ class gemm_row_blocks {
     mb_ = std::min(ops_->mb, rows_per_b);
     np_ = (n + nr - 1) / nr * nr;
     const std::size_t mbp = (mb_ + mr - 1) / mr * mr;
-    constexpr std::size_t line = 64 / sizeof(T);  // each part starts on a cache line (aligned vector loads)
+    constexpr std::size_t line = 64 / sizeof(T);  // each part starts on a cache line
     const auto up = [](std::size_t x) { return (x + line - 1) / line * line; };
-    const std::size_t bsize = up(nb * k * np_), asize = up(mbp * k), csize = mbp * np_;
-    buf_.allocate(bsize + asize + csize);
+    const std::size_t bsize = up(nb * k * np_), csize = up(mbp * np_), asize = mbp * k;
+    buf_.allocate(bsize + csize + asize);
     bp_ = buf_.data();
-    ap_ = bp_ + bsize;
-    c_ = ap_ + asize;
+    c_ = bp_ + bsize;
+    ap_ = c_ + csize;
     for (std::size_t t = 0; t < nb; ++t) detail::gemm_pack_b(b + t * k * n, k, n, n, nr, bp_ + t * k * np_);
     first_ = 0;
     count_ = 0;
@@ -241,16 +273,19 @@ class gemm_row_blocks {
   bool cached(std::size_t r) const noexcept { return r - first_ < count_; }
   const T* row(std::size_t r) const noexcept { return c_ + (r - first_) * np_; }
 
-  template <class PackRow>
-  void compute(std::size_t r, PackRow&& pack_row) {
+  template <class ARows>
+  void compute(std::size_t r, ARows&& a_rows) {
     const std::size_t t = r / rpb_, i0 = (r % rpb_) / mb_ * mb_;
     const std::size_t rows = std::min(mb_, rpb_ - i0), mr = ops_->mr;
     first_ = t * rpb_ + i0;
-    count_ = 0;  // until the block is complete (pack_row may throw)
-    for (std::size_t i = 0; i < rows; ++i) pack_row(first_ + i, ap_ + detail::gemm_a_index(i, 0, k_, mr), mr);
-    for (std::size_t i = rows; i % mr != 0; ++i)
-      for (std::size_t kk = 0; kk < k_; ++kk) ap_[detail::gemm_a_index(i, kk, k_, mr)] = T(0);
-    ops_->block(ap_, bp_ + t * k_ * np_, rows, k_, n_, c_, np_, ops_->kc);
+    count_ = 0;  // until the block is complete (a_rows may throw)
+    const T* a = a_rows(first_, rows, ap_);
+    if (rows % mr != 0) {  // the kernel reads whole MR-row slices: zero rows after the last
+      if (a != ap_) std::memcpy(ap_, a, rows * k_ * sizeof(T));
+      std::fill(ap_ + rows * k_, ap_ + (rows + mr - 1) / mr * mr * k_, T(0));
+      a = ap_;
+    }
+    ops_->block(a, k_, bp_ + t * k_ * np_, rows, k_, n_, c_, np_, ops_->kc);
     count_ = rows;
     gemm_blocks.fetch_add(1, std::memory_order_relaxed);
   }
@@ -262,8 +297,8 @@ class gemm_row_blocks {
   const detail::gemm_ops<T>* ops_ = nullptr;
   detail::gemm_buffer<T> buf_;
   T* bp_ = nullptr;  // packed B, nb x k x np_
-  T* ap_ = nullptr;  // packed rows of A for the block, round_up(mb_, mr) x k
   T* c_ = nullptr;   // the block's output rows, round_up(mb_, mr) x np_
+  T* ap_ = nullptr;  // A's rows of the block when they are not in memory, round_up(mb_, mr) x k
   std::size_t k_ = 0, n_ = 0, np_ = 0, rpb_ = 1, mb_ = 1, first_ = 0, count_ = 0;
 };
 
