@@ -14,30 +14,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
 
 # --- Debian packages ---------------------------------------------------------
-ensure_packages() {
-  local missing=() p
-  if ! command -v dpkg >/dev/null 2>&1; then
-    echo "demo: dpkg not found (not Debian?); not checking packages: $*" >&2
-    return 0
-  fi
-  for p in "$@"; do
-    if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
-      missing+=("$p")
-    fi
-  done
-  if [ ${#missing[@]} -eq 0 ]; then
-    return 0
-  fi
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "demo: missing Debian packages: ${missing[*]}" >&2
-    echo "demo: install them with:" >&2
-    echo "  sudo apt-get install ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "demo: installing missing Debian packages: ${missing[*]}"
-  apt-get update
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-}
+ATTNX_SCRIPT=demo
+. "$ROOT/scripts/lib/packages.sh"
 
 ensure_packages cmake g++ libboost-dev
 

@@ -42,36 +42,8 @@ elif [ $# -eq 1 ]; then
 fi
 
 # --- Debian packages ---------------------------------------------------------
-ensure_packages() {
-  local missing=() p
-  if ! command -v dpkg >/dev/null 2>&1; then
-    echo "test.sh: dpkg not found (not Debian?); not checking packages: $*" >&2
-    return 0
-  fi
-  for p in "$@"; do
-    if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
-      missing+=("$p")
-    fi
-  done
-  if [ ${#missing[@]} -eq 0 ]; then
-    return 0
-  fi
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "test.sh: missing Debian packages: ${missing[*]}" >&2
-    echo "test.sh: install them with:" >&2
-    echo "  sudo apt-get install ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "test.sh: installing missing Debian packages: ${missing[*]}"
-  if ! apt-get update; then
-    echo "test.sh: apt-get update failed" >&2
-    exit 1
-  fi
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"; then
-    echo "test.sh: apt-get install ${missing[*]} failed" >&2
-    exit 1
-  fi
-}
+ATTNX_SCRIPT=test.sh
+. "$ROOT/scripts/lib/packages.sh"
 
 packages=(cmake g++ libboost-dev libboost-test-dev)
 for c in "${CONFIGS[@]}"; do
