@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 namespace naive {
@@ -59,6 +60,16 @@ mat attention(const mat& q, const mat& k, const mat& v, std::size_t lq, std::siz
       s[i * lk + j] = allowed(i, j) ? dot / std::sqrt(double(d)) : -std::numeric_limits<double>::infinity();
     }
   return matmul(softmax_rows(s, lq, lk), v, lq, lk, dv);
+}
+
+// A static-shape tensor (any type with size, value_type and data()) filled from m, element by element.
+// A size mismatch is a bug in the test: it throws.
+template <class Tensor>
+Tensor make(const mat& m) {
+  if (m.size() != Tensor::size) throw std::length_error("naive::make: wrong element count");
+  Tensor t;
+  for (std::size_t i = 0; i < Tensor::size; ++i) t.data()[i] = static_cast<typename Tensor::value_type>(m[i]);
+  return t;
 }
 
 inline mat random(std::size_t n, unsigned seed, double lo = -1, double hi = 1) {

@@ -11,17 +11,11 @@
 #include "naive.hpp"
 
 using namespace attnx;
+using naive::make;
 using naive::mat;
 
 namespace {
 
-template <class Tensor>
-Tensor make(const mat& m) {
-  BOOST_REQUIRE_EQUAL(m.size(), Tensor::size);
-  Tensor t;
-  for (std::size_t i = 0; i < Tensor::size; ++i) t.data()[i] = static_cast<typename Tensor::value_type>(m[i]);
-  return t;
-}
 template <class Tensor>
 mat to_mat(const Tensor& t) {
   return mat(t.data(), t.data() + Tensor::size);

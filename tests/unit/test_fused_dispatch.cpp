@@ -12,15 +12,10 @@
 #include "naive.hpp"
 
 using namespace attnx;
+using naive::make;
 using naive::mat;
 
 namespace {
-template <class Tensor>
-Tensor make(const mat& m) {
-  Tensor t;
-  for (std::size_t i = 0; i < Tensor::size; ++i) t.data()[i] = static_cast<typename Tensor::value_type>(m[i]);
-  return t;
-}
 template <class Tensor>
 double max_err(const Tensor& got, const mat& want) {
   double worst = 0;

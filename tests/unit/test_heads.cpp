@@ -11,15 +11,10 @@
 #include "naive.hpp"
 
 using namespace attnx;
+using naive::make;
 using naive::mat;
 
 namespace {
-template <class Tensor>
-Tensor make(const mat& m) {
-  Tensor t;
-  for (std::size_t i = 0; i < Tensor::size; ++i) t.data()[i] = static_cast<typename Tensor::value_type>(m[i]);
-  return t;
-}
 template <class Out, class E>
 bool evaluated_fused(Out& out, const E& e) {
   const auto before = fused_runs.load();

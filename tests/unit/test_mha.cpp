@@ -19,6 +19,7 @@
 #include "naive.hpp"
 
 using namespace attnx;
+using naive::make;
 using naive::mat;
 
 namespace {
@@ -107,12 +108,6 @@ mat rounded(std::size_t n, unsigned seed) {
 template <class T>
 std::vector<T> as(const mat& m) {
   return std::vector<T>(m.begin(), m.end());
-}
-template <class Tensor>
-Tensor make(const mat& m) {
-  Tensor t;
-  for (std::size_t i = 0; i < Tensor::size; ++i) t.data()[i] = static_cast<typename Tensor::value_type>(m[i]);
-  return t;
 }
 template <class Tensor>
 double max_err(const Tensor& got, const mat& want) {

@@ -18,18 +18,12 @@
 #include "naive.hpp"
 
 using namespace attnx;
+using naive::make;
 using naive::mat;
 
 namespace {
 
-// ---- helpers (as in test_expressions.cpp) -------------------------------------------------------
-template <class Tensor>
-Tensor make(const mat& m) {
-  BOOST_REQUIRE_EQUAL(m.size(), Tensor::size);
-  Tensor t;
-  for (std::size_t i = 0; i < Tensor::size; ++i) t.data()[i] = static_cast<typename Tensor::value_type>(m[i]);
-  return t;
-}
+// ---- helpers -------------------------------------------------------------------------------
 // The values a tensor of element type T holds, back in double (so the reference sees the same inputs).
 template <class T>
 mat rounded(const mat& m) {
