@@ -5,8 +5,9 @@
 //   ev.begin_row(r);         // r: row index of E's shape, all axes but the last flattened row-major
 //   ev.at(j);                // element j of that row, j < shape::cols
 // Element-wise evaluators forward begin_row and compose at(): a chain of them is one loop, no
-// temporaries. Row-wise evaluators (matmul, reductions, softmax) compute the whole row into a buffer
-// of one row in begin_row, and at() reads it. The only operands ever materialised whole are the
+// temporaries. Row-wise evaluators (reductions, softmax) compute the whole row into a buffer of one
+// row in begin_row, and at() reads it; the product does the same in a constant evaluation and, at run
+// time, computes a block of rows at a time with the blocked GEMM (kernels/gemm.hpp). The only operands ever materialised whole are the
 // right-hand side of a matrix product (and the operand of a transpose evaluated on its own) when
 // they are not already in memory: they are read at random, and recomputing them per row would cost
 // a factor of the row count. Why each expression becomes the loop it becomes is summarised in
