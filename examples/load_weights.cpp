@@ -52,12 +52,12 @@ int main(int argc, char** argv) {
     std::istringstream in(expected.metadata().at("key_lengths"));
     for (std::string item; std::getline(in, item, ',');) lens.push_back(std::stoul(item));
 
-    const auto runs = attnx::fused_runs.load();
+    const auto runs = attnx::default_context().fused_runs();
     const attnx::tensor<float, B, L, D> y = mha(x, attnx::causal, attnx::key_lengths(lens));
     double worst = 0;
     for (std::size_t i = 0; i < y.size; ++i) worst = std::max(worst, std::abs(double(y.data()[i]) - want.data()[i]));
     std::cout << "y = mha(x, causal, key_lengths{" << lens[0] << ", " << lens[1] << "}): shape (" << B << ", " << L << ", " << D
-              << "), fused kernel runs: " << attnx::fused_runs.load() - runs << "\n";
+              << "), fused kernel runs: " << attnx::default_context().fused_runs() - runs << "\n";
     std::printf("y[1][2][0..3] = %.7f %.7f %.7f %.7f (expected %.7f %.7f %.7f %.7f)\n", y(1, 2, 0), y(1, 2, 1), y(1, 2, 2),
                 y(1, 2, 3), want(1, 2, 0), want(1, 2, 1), want(1, 2, 2), want(1, 2, 3));
     std::printf("max |y - expected| = %.3g (float32 model vs double reference)\n", worst);

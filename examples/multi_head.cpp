@@ -67,10 +67,10 @@ int main() {
   // ---- the module: one expression, the attention in the fused kernel --------------------------------
   using mha_t = multi_head_attention<double, d_model_, h, mha_options{.bias = false}>;
   const mha_t mha(W_Q, W_K, W_V, W_O);
-  const auto runs = fused_runs.load();
+  const auto runs = default_context().fused_runs();
   const tensor<double, B, L, d_model_> y = mha(x);
   std::cout << "module: multi_head_attention<double, " << d_model_ << ", " << h << ", {.bias = false}>, d_k = " << mha_t::d_k
-            << ", " << mha_t::parameter_count << " parameters, fused kernel runs: " << fused_runs.load() - runs << "\n";
+            << ", " << mha_t::parameter_count << " parameters, fused kernel runs: " << default_context().fused_runs() - runs << "\n";
   const tensor<double, B, h, L, L> A = mha.weights(x);  // the seed's attn_weights, computed only when asked
 
   // ---- plain loops, following the seed's code ----------------------------------------------------------

@@ -2,6 +2,8 @@
 #pragma once
 
 #include "attnx/config.hpp"
+#include "attnx/simd/isa.hpp"
+#include "attnx/exec/context.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/shape/axis.hpp"
 #include "attnx/shape/errors.hpp"
@@ -16,7 +18,10 @@
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/heads.hpp"
+#include "attnx/expr/cast.hpp"
 #include "attnx/eval/evaluator.hpp"
+#include "attnx/eval/strided_operand.hpp"
+#include "attnx/eval/fused.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/attention.hpp"
 #include "attnx/expr/pairwise.hpp"

@@ -3,8 +3,9 @@
 // directly on odd shapes; then products as expressions (float and double, shapes that are multiples of
 // no block or vector width, batched and shared B, B = transpose(C), A an expression, under softmax, under
 // broadcasting and with rows asked for out of order, inside element-wise chains), each under every
-// available instruction set (detail::gemm_isa_override); the axpy path (constant evaluation, small
-// products, gemm_enabled = false); and the memory promise (no allocation of the size of the scores).
+// available instruction set (the default context's set_isa); the axpy path (constant evaluation, small
+// products, a context with blocked_gemm off); the row blocks split across threads; and the memory promise
+// (no allocation of the size of the scores).
 #define BOOST_TEST_MODULE gemm
 #include <boost/test/unit_test.hpp>
 
@@ -129,34 +130,30 @@ bool close_to(const P* got, const dvec& want, double tol) {
 }
 
 // The instruction sets this CPU can run.
-std::vector<kd::isa> available_isas() {
-  std::vector<kd::isa> r;
-  for (kd::isa i : {kd::isa::scalar, kd::isa::avx2, kd::isa::avx512})
-    if (kd::isa_compiled(i) && kd::isa_supported(i)) r.push_back(i);
-  return r;
-}
+std::vector<simd::isa> available_isas() { return simd::supported(); }
 
-// Runs body() once per available instruction set, with the products' evaluators using that one.
+// Runs body() once per available instruction set, with the products' evaluators using that one (set in
+// the default context, which the evaluations below use).
 template <class F>
 void for_each_isa(F&& body) {
-  for (kd::isa i : available_isas()) {
-    BOOST_TEST_CONTEXT("isa " << kd::isa_name(i)) {
-      kd::gemm_isa_override = static_cast<int>(i);
+  for (simd::isa i : available_isas()) {
+    BOOST_TEST_CONTEXT("isa " << simd::name(i)) {
+      default_context().set_isa(i);
       body(i);
     }
   }
-  kd::gemm_isa_override = -1;
+  default_context().set_isa(simd::best_supported());
 }
 
 // The isa a product's evaluator actually picked.
 template <class E>
-kd::isa isa_of(const E& e) {
+simd::isa isa_of(const E& e) {
   evaluator<E> ev(e);
   return ev.gemm.kernel_isa();
 }
 
 // ---- the kernels, called directly -----------------------------------------------------------------------
-template <class T, kd::isa I>
+template <class T, simd::isa I>
 void kernel_case(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
   const auto& ops = kd::gemm_ops_isa<T, I>();
   const dvec a = random_values(m * k, seed), b = random_values(k * n, seed + 1);
@@ -183,7 +180,7 @@ void kernel_case(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
         const double bound = double(k + 1) * eps<T>() * scale[i * n + j] + std::numeric_limits<T>::min();
         worst = std::max(worst, e / bound);
         if (!(e <= bound)) {
-          BOOST_TEST(e <= bound, kd::isa_name(I) << " " << m << "x" << k << "x" << n << " kc " << kc << " element (" << i
+          BOOST_TEST(e <= bound, simd::name(I) << " " << m << "x" << k << "x" << n << " kc " << kc << " element (" << i
                                                   << ", " << j << "): " << c.data()[i * np + j] << " vs " << want[i * n + j]);
           return;
         }
@@ -191,7 +188,7 @@ void kernel_case(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
   }
 }
 
-template <class T, kd::isa I>
+template <class T, simd::isa I>
 void kernel_shapes() {
   const std::size_t shapes[][3] = {{1, 1, 1},   {7, 13, 5},  {67, 129, 33}, {300, 64, 17}, {12, 300, 32},
                                    {13, 31, 65}, {96, 512, 96}, {5, 0, 9},     {2, 3, 200},   {25, 257, 47}};
@@ -201,12 +198,12 @@ void kernel_shapes() {
 
 template <class T>
 void kernel_all_isas() {
-  for (kd::isa i : available_isas()) {
-    BOOST_TEST_CONTEXT("isa " << kd::isa_name(i)) {
-      if (i == kd::isa::scalar) kernel_shapes<T, kd::isa::scalar>();
-#if ATTNX_KERNELS_X86
-      if (i == kd::isa::avx2) kernel_shapes<T, kd::isa::avx2>();
-      if (i == kd::isa::avx512) kernel_shapes<T, kd::isa::avx512>();
+  for (simd::isa i : available_isas()) {
+    BOOST_TEST_CONTEXT("isa " << simd::name(i)) {
+      if (i == simd::isa::scalar) kernel_shapes<T, simd::isa::scalar>();
+#if ATTNX_SIMD_X86
+      if (i == simd::isa::avx2) kernel_shapes<T, simd::isa::avx2>();
+      if (i == simd::isa::avx512) kernel_shapes<T, simd::isa::avx512>();
 #endif
     }
   }
@@ -219,9 +216,9 @@ void product_case(unsigned seed, bool expect_blocked) {
   const dvec a = random_values(M * K, seed), b = random_values(K * N, seed + 1);
   const auto A = make<tensor<T, M, K>>(a);
   const auto Bt = make<tensor<T, K, N>>(b);
-  const auto blocks0 = kernels::gemm_blocks.load();
+  const auto blocks0 = default_context().gemm_blocks();
   tensor<T, M, N> C = A * Bt;
-  BOOST_TEST((kernels::gemm_blocks.load() != blocks0) == expect_blocked, M << "x" << K << "x" << N);
+  BOOST_TEST((default_context().gemm_blocks() != blocks0) == expect_blocked, M << "x" << K << "x" << N);
   const dvec want = ref_matmul(a, b, M, K, N), scale = ref_abs_matmul(a, b, M, K, N);
   for (std::size_t i = 0; i < M * N; ++i) {
     const double bound = double(K + 1) * eps<T>() * scale[i] + std::numeric_limits<T>::min();
@@ -252,14 +249,14 @@ BOOST_AUTO_TEST_CASE(kernels_every_isa_double) { kernel_all_isas<double>(); }
 
 BOOST_AUTO_TEST_CASE(isa_override_reaches_the_evaluator) {
   const tensor<float, 8, 8> A{};
-  for_each_isa([&](kd::isa i) { BOOST_TEST(int(isa_of(A * A)) == int(i)); });
-  BOOST_TEST(int(isa_of(A * A)) == int(kd::native_isa));
-  BOOST_TEST_MESSAGE("instruction sets tested: " << available_isas().size() << ", native "
-                                                 << kd::isa_name(kd::native_isa));
+  for_each_isa([&](simd::isa i) { BOOST_TEST(int(isa_of(A * A)) == int(i)); });
+  BOOST_TEST(int(isa_of(A * A)) == int(simd::best_supported()));
+  BOOST_TEST_MESSAGE("instruction sets tested: " << available_isas().size() << ", best "
+                                                 << simd::name(simd::best_supported()));
 }
 
 BOOST_AUTO_TEST_CASE(products_odd_shapes) {
-  for_each_isa([](kd::isa) {
+  for_each_isa([](simd::isa) {
     product_shapes<float>();
     product_shapes<double>();
   });
@@ -268,7 +265,7 @@ BOOST_AUTO_TEST_CASE(products_odd_shapes) {
 BOOST_AUTO_TEST_CASE(batched_and_shared_rhs) {
   constexpr std::size_t Bn = 3, M = 37, K = 20, N = 41;
   const dvec a = random_values(Bn * M * K, 20), b = random_values(Bn * K * N, 21), w = random_values(K * N, 22);
-  for_each_isa([&](kd::isa) {
+  for_each_isa([&](simd::isa) {
     {  // batched B: item t of A times item t of B
       const auto A = make<tensor<float, Bn, M, K>>(a);
       const auto B = make<tensor<float, Bn, K, N>>(b);
@@ -305,7 +302,7 @@ BOOST_AUTO_TEST_CASE(rhs_transposed) {
   dvec ct(K * N);  // C^T
   for (std::size_t i = 0; i < N; ++i)
     for (std::size_t j = 0; j < K; ++j) ct[j * N + i] = c[i * K + j];
-  for_each_isa([&](kd::isa) {
+  for_each_isa([&](simd::isa) {
     const auto A = make<tensor<float, M, K>>(a);
     const auto Cm = make<tensor<float, N, K>>(c);
     tensor<float, M, N> R = A * transpose(Cm);
@@ -328,7 +325,7 @@ BOOST_AUTO_TEST_CASE(lhs_expressions) {
   constexpr std::size_t Bn = 2, L = 50, D = 24, H = 4, E = 30;
   const dvec x = random_values(Bn * L * D, 40), w1 = random_values(D * D, 41), w2 = random_values(D * E, 42);
   const dvec p1 = ref_matmul(x, w1, Bn * L, D, D), p2 = ref_matmul(p1, w2, Bn * L, D, E);
-  for_each_isa([&](kd::isa) {
+  for_each_isa([&](simd::isa) {
     const auto X = make<tensor<float, Bn, L, D>>(x);
     const auto W1 = make<tensor<float, D, D>>(w1);
     const auto W2 = make<tensor<float, D, E>>(w2);
@@ -363,7 +360,7 @@ BOOST_AUTO_TEST_CASE(elementwise_chains) {
   dvec want2 = ref_matmul(h, w2, M, F, D);
   for (std::size_t i = 0; i < M; ++i)
     for (std::size_t j = 0; j < D; ++j) want2[i * D + j] += b2[j];
-  for_each_isa([&](kd::isa) {
+  for_each_isa([&](simd::isa) {
     const auto X = make<tensor<double, M, D>>(x);
     const auto W1 = make<tensor<double, D, F>>(w1);
     const auto B1 = make<tensor<double, F>>(b1);
@@ -402,20 +399,20 @@ BOOST_AUTO_TEST_CASE(under_softmax_rows_in_order) {
         want_o[(t * L + i) * dv + c] = o;
       }
     }
-  for_each_isa([&](kd::isa) {
+  for_each_isa([&](simd::isa i) {
     const auto Q = make<tensor<float, Bn, L, d>>(q);
     const auto K = make<tensor<float, Bn, Lk, d>>(k);
     const auto V = make<tensor<float, Bn, Lk, dv>>(v);
-    const auto blocks0 = kernels::gemm_blocks.load();
+    const auto blocks0 = default_context().gemm_blocks();
     tensor<float, Bn, L, Lk> Wt = softmax(Q * transpose(K) / 4.0f);
     BOOST_TEST(close_to(Wt.data(), want_w, 1e-5));
-    // rows in order: each block of the scores computed once (per batch item: ceil(L / MB) blocks)
-    const std::size_t mb = kd::gemm_ops_selected<float>().mb;
-    BOOST_TEST(kernels::gemm_blocks.load() - blocks0 == Bn * ((L + mb - 1) / mb));
+    // rows in order: each sub-block of the scores computed once (per batch item: ceil(L / MB) of them)
+    const std::size_t mb = kd::gemm_ops_for<float>(i).mb;
+    BOOST_TEST(default_context().gemm_blocks() - blocks0 == Bn * ((L + mb - 1) / mb));
     // the unfused attention: softmax(...) is the lhs of the second product
-    fused_enabled = false;
+    default_context().set_fused(false);
     tensor<float, Bn, L, dv> O = softmax(Q * transpose(K) / 4.0f) * V;
-    fused_enabled = true;
+    default_context().set_fused(true);
     BOOST_TEST(close_to(O.data(), want_o, 1e-5));
   });
 }
@@ -424,7 +421,7 @@ BOOST_AUTO_TEST_CASE(rows_out_of_order) {
   constexpr std::size_t M = 250, K = 21, N = 37, Bn = 3;
   const dvec a = random_values(M * K, 70), b = random_values(K * N, 71), c = random_values(Bn * M * N, 72);
   const dvec p = ref_matmul(a, b, M, K, N);
-  for_each_isa([&](kd::isa) {
+  for_each_isa([&](simd::isa) {
     const auto A = make<tensor<float, M, K>>(a);
     const auto B = make<tensor<float, K, N>>(b);
     // the evaluator asked for rows in a random order
@@ -459,16 +456,15 @@ BOOST_AUTO_TEST_CASE(rows_out_of_order) {
 }
 
 BOOST_AUTO_TEST_CASE(axpy_path_kept) {
-  // gemm_enabled = false, and a constant evaluation: the axpy loop, summed in the order k = 0, 1, ...
+  // blocked_gemm off, and a constant evaluation: the axpy loop, summed in the order k = 0, 1, ...
   constexpr std::size_t M = 20, K = 30, N = 10;
   const dvec a = random_values(M * K, 80), b = random_values(K * N, 81);
   const auto A = make<tensor<double, M, K>>(a);
   const auto B = make<tensor<double, K, N>>(b);
-  kernels::gemm_enabled = false;
-  const auto blocks0 = kernels::gemm_blocks.load();
-  tensor<double, M, N> C = A * B;
-  kernels::gemm_enabled = true;
-  BOOST_TEST(kernels::gemm_blocks.load() == blocks0);
+  context axpy;
+  axpy.set_blocked_gemm(false);
+  tensor<double, M, N> C = evaluate(A * B, axpy);
+  BOOST_TEST(axpy.gemm_blocks() == 0u);
   for (std::size_t i = 0; i < M; ++i)
     for (std::size_t j = 0; j < N; ++j) {
       double s = 0;  // the axpy loop's order, no contraction (tests build with -ffp-contract=off)
@@ -513,14 +509,14 @@ BOOST_AUTO_TEST_CASE(scores_never_stored) {
   const auto Q = make<tensor<float, L, d>>(random_values(L * d, 90));
   const auto K = make<tensor<float, L, d>>(random_values(L * d, 91));
   const auto V = make<tensor<float, L, d>>(random_values(L * d, 92));
-  for_each_isa([&](kd::isa) {
+  for_each_isa([&](simd::isa) {
     tensor<float, L, d> O(uninitialized);
-    fused_enabled = false;
+    context rows;  // two threads: blocks of 2 x MB rows of scores at a time
+    rows.set_isa(default_context().isa()).set_fused(false).set_threads(2);
     largest_allocation = 0;
     tracking = true;
-    O = softmax(Q * transpose(K)) * V;
+    assign(O, softmax(Q * transpose(K)) * V, rows);
     tracking = false;
-    fused_enabled = true;
     BOOST_TEST_MESSAGE("largest allocation " << largest_allocation.load() << " bytes; scores " << L * L * sizeof(float));
     BOOST_TEST(largest_allocation.load() <= L * L * sizeof(float) / 8);
     BOOST_TEST(std::isfinite(O(L - 1, d - 1)));

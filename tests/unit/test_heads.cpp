@@ -17,9 +17,9 @@ using naive::mat;
 namespace {
 template <class Out, class E>
 bool evaluated_fused(Out& out, const E& e) {
-  const auto before = fused_runs.load();
+  const auto before = default_context().fused_runs();
   out = e;
-  return fused_runs.load() == before + 1;
+  return default_context().fused_runs() == before + 1;
 }
 }  // namespace
 
@@ -66,9 +66,9 @@ void mha_case(double tol) {
   };
   tensor<T, B, H, L, d> fused_heads, plain_heads;
   BOOST_TEST(evaluated_fused(fused_heads, heads_out()));
-  fused_enabled = false;
+  default_context().set_fused(false);
   plain_heads = heads_out();
-  fused_enabled = true;
+  default_context().set_fused(true);
   tensor<T, B, L, Dm> out = merge_heads(heads_out()) * WO;
 
   // Reference: per batch item and head, plain loops.

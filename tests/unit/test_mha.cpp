@@ -1,8 +1,8 @@
 // multi_head_attention against a plain double-precision multi-head attention written below with loops:
 // bias on and off, self- and cross-attention (L_q != L_k), batch 1 and 3 and unbatched inputs, every
 // mask kind (causal, key_lengths per batch item, boolean (B, 1, L_q, L_k)), GQA and MQA, d_k != d_model
-// / heads, d_v != d_k, float and double; the weights() call; the fused path taken (fused_runs) and the
-// same numbers row by row (fused_enabled = false); owned and viewed weights; size errors.
+// / heads, d_v != d_k, float and double; the weights() call; the fused path taken (default_context().fused_runs()) and the
+// same numbers row by row (set_fused(false)); owned and viewed weights; size errors.
 #define BOOST_TEST_MODULE mha
 #include <boost/test/unit_test.hpp>
 
@@ -188,13 +188,13 @@ void check(const std::string& what, const fixture<M>& f, const X& x, const Mem& 
 
   using Y = result_t<decltype(call(f.m, x, mem, masks...))>;
   static_assert(same_extents_v<shape_of_t<Y>, SX>, "the output has the input's shape");
-  const auto runs0 = fused_runs.load();
+  const auto runs0 = default_context().fused_runs();
   Y fused = call(f.m, x, mem, masks...);
-  BOOST_TEST(fused_runs.load() == runs0 + 1, what << ": the fused kernel ran once");
-  fused_enabled = false;
+  BOOST_TEST(default_context().fused_runs() == runs0 + 1, what << ": the fused kernel ran once");
+  default_context().set_fused(false);
   Y plain = call(f.m, x, mem, masks...);
-  fused_enabled = true;
-  BOOST_TEST(fused_runs.load() == runs0 + 1, what << ": no fused run with fused_enabled = false");
+  default_context().set_fused(true);
+  BOOST_TEST(default_context().fused_runs() == runs0 + 1, what << ": no fused run with fused_enabled = false");
   BOOST_TEST(max_err(fused, want) <= tol, what << ": fused error " << max_err(fused, want));
   BOOST_TEST(max_err(plain, want) <= tol, what << ": row-by-row error " << max_err(plain, want));
 
@@ -202,7 +202,7 @@ void check(const std::string& what, const fixture<M>& f, const X& x, const Mem& 
   static_assert(A::rank == SX::rank + 1, "(B, H, Lq, Lk), or (H, Lq, Lk) unbatched");
   static_assert(A::extents[A::rank - 3] == M::heads && A::extents[A::rank - 2] == length_of<SX> && shape_of_t<A>::cols == length_of<SM>);
   const A probs = call_weights(f.m, x, mem, masks...);
-  BOOST_TEST(fused_runs.load() == runs0 + 1, what << ": weights() does not run the fused kernel");
+  BOOST_TEST(default_context().fused_runs() == runs0 + 1, what << ": weights() does not run the fused kernel");
   BOOST_TEST(max_err(probs, want_probs) <= tol, what << ": weights error " << max_err(probs, want_probs));
 }
 

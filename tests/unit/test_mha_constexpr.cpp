@@ -245,12 +245,12 @@ static_assert(compile_time_error <= tolerance);
 BOOST_AUTO_TEST_CASE(run_time_forward_matches_the_script) {
   const mha_t m = mha_t::from_memory(flat);  // a run-time copy of the weights
   const auto x = tensor<double, 2, 4, 8>::from_flat(ref::x);
-  const auto runs0 = fused_runs.load();
+  const auto runs0 = default_context().fused_runs();
   const tensor<double, 2, 4, 8> y = m(x, causal);
-  BOOST_TEST(fused_runs.load() == runs0 + 1, "the attention ran in the fused kernel");
-  fused_enabled = false;
+  BOOST_TEST(default_context().fused_runs() == runs0 + 1, "the attention ran in the fused kernel");
+  default_context().set_fused(false);
   const tensor<double, 2, 4, 8> y_rows = m(x, causal);
-  fused_enabled = true;
+  default_context().set_fused(true);
   BOOST_TEST_MESSAGE("max |y - reference|: compile time " << compile_time_error << ", run time fused " << max_error_of(y)
                                                           << ", run time row by row " << max_error_of(y_rows));
   BOOST_TEST(max_error_of(y) <= tolerance);

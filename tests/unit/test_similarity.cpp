@@ -205,13 +205,14 @@ BOOST_AUTO_TEST_CASE(scores_float_odd_shapes) {
 }
 
 BOOST_AUTO_TEST_CASE(scores_mixed_element_types) {
-  // float Q, double K: the scores are double; K is read as it is, Q's rows converted.
+  // float Q, double K: not accepted silently (a compile error, tests/compile_fail/element_types_differ.cpp);
+  // converted explicitly, the scores are double, Q's rows converted as they are read.
   const mat q = rounded<float>(naive::random(4 * 3, 5)), k = naive::random(6 * 3, 6);
   const auto Q = make<tensor<float, 4, 3>>(q);
   const auto K = make<tensor<double, 6, 3>>(k);
-  static_assert(std::is_same_v<value_t<decltype(rbf_scores(Q, K, 1.0))>, double>);
-  tensor<double, 4, 6> sr = rbf_scores(Q, K, 1.0);
-  tensor<double, 6, 4> sc = cosine_scores(K, Q, 0.5);  // keys of another type: copied once, converted
+  static_assert(std::is_same_v<value_t<decltype(rbf_scores(cast<double>(Q), K, 1.0))>, double>);
+  tensor<double, 4, 6> sr = rbf_scores(cast<double>(Q), K, 1.0);
+  tensor<double, 6, 4> sc = cosine_scores(K, cast<double>(Q), 0.5);  // keys converted once
   check_close(sr, ref_scores(q, k, 1, 4, 6, 3, ref_rbf(1.0)), 1e-15);
   check_close(sc, ref_scores(k, q, 1, 6, 4, 3, ref_cosine(0.5)), 1e-15);
 }
@@ -510,9 +511,9 @@ BOOST_AUTO_TEST_CASE(ownership_and_aliasing) {
 namespace {
 template <class T>
 constexpr std::array<T, 4> knn_at_compile_time() {
-  const tensor<T, 6, 2> k = keys;  // the data of seed 002, converted to T
-  const tensor<T, 2, 2> wv = W_v;
-  const tensor<T, 1, 2> q = query;
+  const tensor<T, 6, 2> k = cast<T>(keys);  // the data of seed 002, converted to T
+  const tensor<T, 2, 2> wv = cast<T>(W_v);
+  const tensor<T, 1, 2> q = cast<T>(query);
   const tensor<T, 1, 2> oc = softmax(cosine_scores(q, k, 0.5)) * (k * wv);
   const tensor<T, 1, 2> orbf = softmax(rbf_scores(q, k, 0.5)) * (k * wv);
   return {oc(0, 0), oc(0, 1), orbf(0, 0), orbf(0, 1)};

@@ -7,22 +7,53 @@
 // begin_row. Nothing of size rows x cols is ever allocated unless an operand that is read at random
 // (the rhs of a product) is itself an unevaluated expression. Results always go to fresh storage
 // (tensor construction / assignment evaluates into a new buffer), so `a = a * b` is safe.
+//
+// How it runs (threads, instruction set, fused path on or off) is the current context's
+// (exec/context.hpp): evaluate(e, ctx) and assign(dst, e, ctx) name one for a single evaluation.
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
+#include <utility>
 
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/fused.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/expr/cast.hpp"
 #include "attnx/expr/expression.hpp"
 
 namespace attnx {
 
+namespace detail {
+template <class E>
+struct cast_operand {
+  using type = void;
+};
+template <class T, class A>
+struct cast_operand<cast_expr<T, A>> {
+  using type = A;
+};
+}  // namespace detail
+
 template <class T, class E>
 constexpr void assign_into(T* dst, const E& e) {
   using S = shape_of_t<E>;
-  // softmax(mask(scale(Q K^T))) V at run time: the fused kernel (eval/fused.hpp).
-  if constexpr (fused::is_fusable_v<E> && std::is_same_v<T, value_t<E>>) {
-    if (!std::is_constant_evaluated() && fused::run(dst, e)) return;
+  if constexpr (fused::pattern<E>::value) {
+    if (!std::is_constant_evaluated()) {
+      const context& ctx = current_context();
+      using A = typename detail::cast_operand<E>::type;
+      if constexpr (!std::is_void_v<A>) {
+        // cast<T>(attention): the kernel in the attention's own type, then converted element by element.
+        if (ctx.fused()) {
+          const dense_operand<A> inner(e.operand());
+          const auto* src = inner.data();
+          for (std::size_t i = 0; i < S::size; ++i) dst[i] = static_cast<T>(src[i]);
+          return;
+        }
+      } else if constexpr (std::is_same_v<T, value_t<E>>) {
+        if (fused::run(dst, e, ctx)) return;
+      }
+    }
   }
   evaluator<E> ev(e);
   for (std::size_t r = 0; r < S::rows; ++r) {
@@ -36,6 +67,20 @@ constexpr void assign_into(T* dst, const E& e) {
 template <expression E>
 constexpr result_t<E> evaluate(const E& e) {
   return result_t<E>(e);
+}
+
+// The same, computed with ctx (threads, instruction set, fused path).
+template <expression E>
+result_t<E> evaluate(const E& e, const context& ctx) {
+  const context_scope use(ctx);
+  return result_t<E>(e);
+}
+
+// dst = e with ctx; dst is a tensor or a writable view (the assignment rules apply as for `=`).
+template <class Dst, expression E>
+void assign(Dst&& dst, const E& e, const context& ctx) {
+  const context_scope use(ctx);
+  std::forward<Dst>(dst) = e;
 }
 
 }  // namespace attnx

@@ -24,6 +24,8 @@
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/expr/cast.hpp"
 #include "attnx/kernels/gemm.hpp"
 #include "attnx/tensor/storage.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -51,6 +53,15 @@ struct evaluator<scalar<T>> {
   constexpr void begin_row(std::size_t) noexcept {}
   constexpr T at(std::size_t) const noexcept { return v; }
   T v;
+};
+
+// ---- conversion: cast<T>(e) ---------------------------------------------------------------------
+template <class T, class A>
+struct evaluator<cast_expr<T, A>> {
+  constexpr explicit evaluator(const cast_expr<T, A>& e) : a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) { a.begin_row(r); }
+  constexpr T at(std::size_t j) const { return static_cast<T>(a.at(j)); }
+  evaluator<A> a;
 };
 
 // ---- broadcasting: an operand of shape From read as shape To --------------------------------
@@ -141,12 +152,13 @@ struct dense_operand<E> {
 };
 
 // ---- row-wise: matrix product -----------------------------------------------------------------
-// In a constant evaluation (and at run time for element types other than float and double, mixed
-// A/B types, or fewer than kernels::gemm_min_rows rows per matrix B) every output row is an axpy over
+// In a constant evaluation (and at run time for element types other than float and double, fewer than
+// kernels::gemm_min_rows rows per matrix B, or a context with blocked_gemm off) every output row is an axpy over
 // the rows of B (out += a[k] * B[k, :]): the inner loop runs along contiguous memory and vectorises,
 // and each element is summed in the order k = 0, 1, ...
-// At run time otherwise (kernels/gemm.hpp, docs/gemm.md): begin_row(r) for a row outside the current
-// block computes a block of up to MB consecutive output rows at once (A's rows read in place when A is
+// At run time otherwise (kernels/gemm.hpp, docs/gemm.md), with the current context's instruction set and
+// threads: begin_row(r) for a row outside the current block computes a block of up to threads x MB
+// consecutive output rows at once (A's rows read in place when A is
 // in memory, else evaluated through A's own evaluator into a buffer; times B, packed once into column
 // panels in the constructor; by a register-blocked micro-kernel), and at(j) reads the cached row.
 // Memory: the packed B and MB x (K + N), never the whole output (this evaluator also runs under
@@ -170,8 +182,13 @@ struct evaluator<matmul_expr<A, B>> {
 
   constexpr explicit evaluator(const matmul_expr<A, B>& e) : a(e.lhs()), b(e.rhs()) {
     if constexpr (blocked) {
-      if (!std::is_constant_evaluated() && kernels::gemm_enabled.load(std::memory_order_relaxed))
-        gemm.init(b.data(), batched_rhs ? rows / M : 1, K, N, rows_per_b);
+      if (!std::is_constant_evaluated()) {
+        const context& ctx = current_context();
+        if (ctx.blocked_gemm()) {
+          gemm.init(b.data(), batched_rhs ? rows / M : 1, K, N, rows_per_b, ctx.isa(), ctx.threads());
+          counted = &ctx;
+        }
+      }
     }
   }
 
@@ -179,7 +196,7 @@ struct evaluator<matmul_expr<A, B>> {
     if constexpr (blocked) {
       if (!std::is_constant_evaluated() && gemm.active()) {
         if (!gemm.cached(r)) {
-          gemm.compute(r, [this](std::size_t first, std::size_t count, T* buf) -> const T* {
+          const std::size_t blocks = gemm.compute(r, [this](std::size_t first, std::size_t count, T* buf) -> const T* {
             if constexpr (dense_terminal<A>) {
               return a.base + first * K;  // A's rows in place
             } else {
@@ -191,6 +208,7 @@ struct evaluator<matmul_expr<A, B>> {
               return buf;
             }
           });
+          counted->count_gemm_blocks(blocks);
         }
         row = gemm.row(r);
         return;
@@ -216,6 +234,7 @@ struct evaluator<matmul_expr<A, B>> {
   dense_operand<B> b;
   storage<T, N> out{uninitialized};
   const T* row = nullptr;  // run time: the current output row (in out, or in the block)
+  const context* counted = nullptr;  // run time: the context whose counters the blocks go to
   struct no_gemm {};
   [[no_unique_address]] std::conditional_t<blocked, kernels::gemm_row_blocks<T>, no_gemm> gemm;
 };
@@ -296,7 +315,10 @@ struct evaluator<masked_expr<A, Kind>> {
   static constexpr std::size_t Lq = S::extents[S::rank - 2];
   static constexpr std::size_t Lk = S::cols;
 
-  constexpr explicit evaluator(const E& e) : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind())) {}
+  constexpr explicit evaluator(const E& e) : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind())) {
+    // The lengths live in the caller's memory: checked again now, as the fused path does.
+    if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind);
+  }
 
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
@@ -350,22 +372,7 @@ struct evaluator<masked_expr<A, Kind>> {
 };
 
 // ---- heads: strided reads, no copies of operands already in memory -----------------------------
-template <std::size_t H, class A>
-struct evaluator<split_heads_expr<H, A>> {
-  using S = shape_of_t<A>;  // (batch..., L, D); the result is (batch..., H, L, D / H)
-  static constexpr std::size_t L = S::template extent<S::rank - 2>;
-  static constexpr std::size_t D = S::cols;
-  static constexpr std::size_t d = D / H;
-  constexpr explicit evaluator(const split_heads_expr<H, A>& e) : src(e.operand()) {}
-  constexpr void begin_row(std::size_t r) {
-    const std::size_t l = r % L, h = (r / L) % H, b = r / (L * H);
-    row = src.data() + (b * L + l) * D + h * d;
-  }
-  constexpr auto at(std::size_t j) const { return row[j]; }
-  dense_operand<A> src;
-  const value_t<A>* row = nullptr;
-};
-
+// (split_heads: eval/strided_operand.hpp, with the strides the kernels get)
 template <class A>
 struct evaluator<merge_heads_expr<A>> {
   using S = shape_of_t<A>;  // (batch..., H, L, d); the result is (batch..., L, H * d)
@@ -394,3 +401,6 @@ struct evaluator<repeat_heads_expr<G, A>> {
 };
 
 }  // namespace attnx
+
+// The strided operands (split_heads) and their evaluators.
+#include "attnx/eval/strided_operand.hpp"

@@ -1,23 +1,33 @@
 // attnx: recognising attention in an expression tree and handing it to the fused kernel.
 //
-// When assign_into meets, at run time, an expression of the form
-//     softmax( [masks]( [scale](Q * transpose(K)) [+ additive] ) ) * V      (or dot_scores(Q, K))
-// with Q, K, V of one floating-point type, it calls kernels::flash_attention instead of the
-// row-by-row evaluator: the scale is folded into the exponent, masks become the kernel's mask
-// descriptors, and the L_q x L_k scores exist only a tile at a time. Q, K and V that are
-// expressions (projections X * W) are evaluated once into temporaries first; tensors and views are
-// read where they are. The match is made at compile time (the types say everything); a few things are
-// only known at run time (a fill value other than -inf, which changes the semantics of fully masked
-// rows), and then the row-by-row evaluator runs instead. In a constant evaluation the row-by-row
-// evaluator always runs: the kernel is run-time code.
+// An expression  softmax(P) * V  is attention when P is a chain of score nodes ending in a core:
+//   core:    Q * transpose(K),  or  dot_scores(Q, K) (the pairwise dot similarity, a core and a scale)
+//   chain:   scale(P, s) / P * s,  temperature(P, t) / P / s,  -P,
+//            mask(P, causal | causal_bottom_right | key_padding<N> | key_lengths(...) | bool M, fill),
+//            mask(P, additive(M)) / P + M
+// in any number and order (at most kernels::max_score_steps nodes), with any fill values, and with Q, K,
+// V, P of one floating-point type and scores of rank 2 to 4. Each node type below is one specialisation
+// of `chain` that is at once the compile-time match (value, steps), the operands it must keep alive while
+// the kernel runs (held) and the run-time extraction of its part of the kernel's problem (extract): the
+// pattern is written once. The kernel applies the steps in the expression's order, so fused and row-by-row
+// evaluation agree on every special value (docs/design.md). Q, K and V are read where they lie (tensors,
+// views, split_heads / repeat_heads of them: eval/strided_operand.hpp); expressions among them and among
+// the masks are evaluated once into temporaries.
+//
+// is_fused_v<E> tells at compile time whether evaluating E runs the kernel (given a context with the
+// fused path on, the default): static_assert(attnx::is_fused_v<decltype(e)>). docs/design.md lists the
+// forms that fuse and those that do not, with why. In a constant evaluation the row-by-row evaluator
+// always runs: the kernel is run-time code.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <limits>
 #include <type_traits>
 
 #include "attnx/eval/evaluator.hpp"
+#include "attnx/eval/strided_operand.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/expr/cast.hpp"
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
@@ -26,266 +36,258 @@
 #include "attnx/kernels/flash_attention.hpp"
 
 namespace attnx {
-
-// Threads used by the fused kernel when an expression is evaluated (0: all hardware threads).
-inline std::atomic<unsigned> fused_threads{0};
-inline void set_threads(unsigned n) noexcept { fused_threads.store(n, std::memory_order_relaxed); }
-
-// How many evaluations took the fused path (observability for tests and benchmarks).
-inline std::atomic<std::size_t> fused_runs{0};
-
-// Turn the fused path off (for comparisons and tests): evaluation then always goes row by row.
-inline std::atomic<bool> fused_enabled{true};
-
 namespace fused {
 
-// ---- where an operand's (batch, head, row) matrices live --------------------------------------
-// Scores have rank R in {2, 3, 4}: (Lq, Lk), (B, Lq, Lk) or (B, H, Lq, Lk). An operand of rank R has
-// the same batch axes; one of rank 2 is shared by every batch item and head (stride 0).
-template <class S, std::size_t R>
-struct layout {
-  static constexpr std::size_t rows = S::extents[S::rank - 2];
-  static constexpr std::size_t cols = S::cols;
-  static constexpr std::ptrdiff_t row_stride = static_cast<std::ptrdiff_t>(cols);
-  static constexpr std::ptrdiff_t head_stride = (S::rank == 4) ? static_cast<std::ptrdiff_t>(rows * cols) : 0;
-  static constexpr std::ptrdiff_t batch_stride =
-      S::rank == 4 ? static_cast<std::ptrdiff_t>(S::extents[1] * rows * cols)
-                   : (S::rank == 3 ? static_cast<std::ptrdiff_t>(rows * cols) : 0);
-};
+template <class T>
+using problem = kernels::attention_problem<T>;
 
-// An operand as the kernel reads it: a pointer and (batch, head, row) strides. Tensors and views are
-// read in place, split_heads(X) reads X with the heads' strides (no copy), repeat_heads<G>(K) shares
-// each K/V head among G query heads (GQA); anything else is evaluated once into a temporary.
-template <class E, std::size_t R>
-struct strided_operand {
-  using L = layout<shape_of_t<E>, R>;
-  constexpr explicit strided_operand(const E& e) : d(e) {}
-  const value_t<E>* data() const noexcept { return d.data(); }
-  static constexpr std::ptrdiff_t batch_stride = L::batch_stride, head_stride = L::head_stride, row_stride = L::row_stride;
-  static constexpr std::size_t rows = L::rows, cols = L::cols, group = 1;
-  dense_operand<E> d;
-};
-template <std::size_t H, class A, std::size_t R>
-struct strided_operand<split_heads_expr<H, A>, R> {
-  using SA = shape_of_t<A>;  // (B, L, D) -> (B, H, L, D/H), or (L, D) -> (H, L, D/H)
-  constexpr explicit strided_operand(const split_heads_expr<H, A>& e) : d(e.operand()) {}
-  const value_t<A>* data() const noexcept { return d.data(); }
-  static constexpr std::size_t rows = SA::template extent<SA::rank - 2>, cols = SA::cols / H, group = 1;
-  static constexpr std::ptrdiff_t row_stride = static_cast<std::ptrdiff_t>(SA::cols);
-  // Rank-3 scores (H, Lq, Lk): the kernel's batch axis walks the heads.
-  static constexpr std::ptrdiff_t batch_stride =
-      SA::rank == 3 ? static_cast<std::ptrdiff_t>(rows * SA::cols) : static_cast<std::ptrdiff_t>(cols);
-  static constexpr std::ptrdiff_t head_stride = SA::rank == 3 ? static_cast<std::ptrdiff_t>(cols) : 0;
-  dense_operand<A> d;
-};
-template <std::size_t G, class A, std::size_t R>
-struct strided_operand<repeat_heads_expr<G, A>, R> : strided_operand<A, R> {
-  constexpr explicit strided_operand(const repeat_heads_expr<G, A>& e) : strided_operand<A, R>(e.operand()) {}
-  static constexpr std::size_t group = G * strided_operand<A, R>::group;
-};
-
-// Strides of a mask of shape M broadcast to scores of shape S, for the kernel's (b, h, i, j) indexing.
-template <class M, class S>
-constexpr std::array<std::ptrdiff_t, 4> mask_strides() {
-  std::array<std::ptrdiff_t, 4> out{0, 0, 0, 0};
-  // Scores axes mapped to the kernel's four: rank 2 -> (i, j), rank 3 -> (b, i, j), rank 4 -> (b, h, i, j).
+// The strides of a mask of shape M broadcast to scores of shape S, in the kernel's (b, h, i, j) terms.
+template <class M, class S, class U>
+kernels::broadcast<const U> broadcast_of(const U* data) {
+  std::ptrdiff_t st[4] = {0, 0, 0, 0};
   std::ptrdiff_t stride = 1;
   for (std::size_t k = M::rank; k-- > 0;) {
     const std::size_t s_axis = k + S::rank - M::rank;  // right-aligned
     const std::size_t kernel_axis = S::rank == 2 ? s_axis + 2 : S::rank == 3 ? (s_axis == 0 ? 0 : s_axis + 1) : s_axis;
-    out[kernel_axis] = M::extents[k] == 1 ? 0 : stride;
+    st[kernel_axis] = M::extents[k] == 1 ? 0 : stride;
     stride *= static_cast<std::ptrdiff_t>(M::extents[k]);
   }
-  return out;
+  return {data, st[0], st[1], st[2], st[3]};
 }
 
-// ---- the pattern, peeled from the outside in --------------------------------------------------
-// scores_core<E>: Q * transpose(K), optionally scaled by a scalar (x s) or a temperature (/ s), or
-// the pairwise dot similarity (dot_scores). Each gives its queries, keys and the factor on q.k.
+// ---- the chain of score nodes, one specialisation per node ----------------------------------------
 template <class E>
-struct scores_core : std::false_type {};
+struct chain {
+  static constexpr bool value = false;
+  static constexpr std::size_t steps = 0;
+  using q = void;
+  using k = void;
+};
+
+// Q * transpose(K)
 template <class Q, class K>
-struct scores_core<matmul_expr<Q, transpose_expr<K>>> : std::true_type {
+struct chain<matmul_expr<Q, transpose_expr<K>>> {
+  static constexpr bool value = true;
+  static constexpr std::size_t steps = 0;
   using q = Q;
   using k = K;
-  template <class E> static constexpr const Q& queries(const E& e) { return e.lhs(); }
-  template <class E> static constexpr const K& keys(const E& e) { return e.rhs().operand(); }
-  template <class T, class E> static constexpr T scale(const E&) { return T(1); }
-};
-template <class Q, class K, class S>
-struct scores_core<binary_expr<ops::multiplies, matmul_expr<Q, transpose_expr<K>>, scalar<S>>> : std::true_type {
-  using q = Q;
-  using k = K;
-  template <class E> static constexpr const Q& queries(const E& e) { return e.lhs().lhs(); }
-  template <class E> static constexpr const K& keys(const E& e) { return e.lhs().rhs().operand(); }
-  template <class T, class E> static constexpr T scale(const E& e) { return static_cast<T>(e.rhs().value()); }
-};
-template <class Q, class K, class S>
-struct scores_core<binary_expr<ops::divides, matmul_expr<Q, transpose_expr<K>>, scalar<S>>> : std::true_type {
-  using q = Q;
-  using k = K;
-  template <class E> static constexpr const Q& queries(const E& e) { return e.lhs().lhs(); }
-  template <class E> static constexpr const K& keys(const E& e) { return e.lhs().rhs().operand(); }
-  template <class T, class E> static constexpr T scale(const E& e) { return T(1) / static_cast<T>(e.rhs().value()); }
-};
-template <class Q, class K>
-struct scores_core<pairwise_expr<similarity::dot, Q, K>> : std::true_type {
-  using q = Q;
-  using k = K;
-  template <class E> static constexpr const Q& queries(const E& e) { return e.queries(); }
-  template <class E> static constexpr const K& keys(const E& e) { return e.keys(); }
-  template <class T, class E> static constexpr T scale(const E& e) { return static_cast<T>(e.similarity().scale); }
-};
-
-// scores<E>: the core under any number of masks (at most one of each kind) and one additive mask.
-template <class E>
-struct scores : scores_core<E> {
-  static constexpr int causal = 0, padding = 0, lengths = 0, boolean = 0, additive = 0;
-};
-template <class A, class Kind>
-struct scores<masked_expr<A, Kind>> : scores<A> {
-  using inner = scores<A>;
-  static constexpr int causal = inner::causal + (std::is_same_v<Kind, causal_mask<causal_alignment::top_left>> ||
-                                                 std::is_same_v<Kind, causal_mask<causal_alignment::bottom_right>>);
-  static constexpr int padding = inner::padding + (requires { Kind::length; } ? 1 : 0);
-  static constexpr int lengths = inner::lengths + (std::is_same_v<Kind, key_lengths_mask> ? 1 : 0);
-  static constexpr int boolean = inner::boolean + (requires(const Kind& k) { k.mask; } ? 1 : 0);
-  static constexpr int additive = inner::additive;
-};
-template <class A, class M>
-struct scores<binary_expr<ops::plus, A, M>> : scores<A> {
-  // An additive mask of another element type is not the kernel's: no match (99 > 1).
-  static constexpr int additive = scores<A>::additive + (std::is_same_v<value_t<M>, value_t<A>> ? 1 : 99);
-};
-
-// Shared K/V heads: only on the heads axis of rank-4 scores, the same grouping for K and V, none for Q.
-template <class Q, class K, class V, std::size_t R>
-constexpr bool kv_groups_ok() {
-  constexpr std::size_t gq = strided_operand<Q, R>::group, gk = strided_operand<K, R>::group, gv = strided_operand<V, R>::group;
-  return gq == 1 && gk == gv && (gk == 1 || R == 4);
-}
-
-template <class P, class V>
-constexpr bool matches() {
-  using s = scores<P>;
-  using T = value_t<matmul_expr<softmax_expr<P>, V>>;
-  if constexpr (!s::value) {
-    return false;
-  } else {
-    return (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<value_t<typename s::q>, T> &&
-           std::is_same_v<value_t<typename s::k>, T> && std::is_same_v<value_t<V>, T> && std::is_same_v<value_t<P>, T> &&
-           shape_of_t<P>::rank >= 2 && shape_of_t<P>::rank <= 4 && s::causal <= 1 && s::padding + s::lengths <= 1 &&
-           s::boolean <= 1 && s::additive <= 1 && kv_groups_ok<typename s::q, typename s::k, V, shape_of_t<P>::rank>();
+  struct held {
+    strided_operand<Q> q;
+    strided_operand<K> k;
+    explicit held(const matmul_expr<Q, transpose_expr<K>>& e) : q(e.lhs()), k(e.rhs().operand()) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p) {
+    p.q = h.q.template kernel_view<S::rank>();
+    p.k = h.k.template kernel_view<S::rank>();
   }
-}
+};
 
+// dot_scores(Q, K[, scale]): q . k, then times the scale
+template <class Q, class K>
+struct chain<pairwise_expr<similarity::dot, Q, K>> {
+  static constexpr bool value = true;
+  static constexpr std::size_t steps = 1;
+  using q = Q;
+  using k = K;
+  struct held {
+    strided_operand<Q> q;
+    strided_operand<K> k;
+    double scale;
+    explicit held(const pairwise_expr<similarity::dot, Q, K>& e)
+        : q(e.queries()), k(e.keys()), scale(e.similarity().scale) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p) {
+    p.q = h.q.template kernel_view<S::rank>();
+    p.k = h.k.template kernel_view<S::rank>();
+    p.multiply(static_cast<T>(h.scale));
+  }
+};
+
+// A node over an inner chain, adding one step.
+template <class A>
+struct chain_link {
+  using inner = chain<A>;
+  static constexpr bool value = inner::value;
+  static constexpr std::size_t steps = inner::steps + 1;
+  using q = typename inner::q;
+  using k = typename inner::k;
+};
+
+// scale(P, s): P * s, and temperature(P, t): P / t
+template <class Op, class A, class U>
+  requires(std::is_same_v<Op, ops::multiplies> || std::is_same_v<Op, ops::divides>)
+struct chain<binary_expr<Op, A, scalar<U>>> : chain_link<A> {
+  struct held {
+    typename chain<A>::held in;
+    U s;
+    explicit held(const binary_expr<Op, A, scalar<U>>& e) : in(e.lhs()), s(e.rhs().value()) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p) {
+    chain<A>::template extract<S>(h.in, p);
+    if constexpr (std::is_same_v<Op, ops::multiplies>) p.multiply(static_cast<T>(h.s));
+    else p.divide(static_cast<T>(h.s));
+  }
+};
+
+// -P: a multiplication by -1 (the same bits, NaN and infinities included)
+template <class A>
+struct chain<unary_expr<ops::negate, A>> : chain_link<A> {
+  struct held {
+    typename chain<A>::held in;
+    explicit held(const unary_expr<ops::negate, A>& e) : in(e.operand()) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p) {
+    chain<A>::template extract<S>(h.in, p);
+    p.multiply(T(-1));
+  }
+};
+
+// mask(P, kind, fill)
+namespace detail {
+template <class Kind>
+inline constexpr bool kernel_mask_kind = false;
+template <causal_alignment Al>
+inline constexpr bool kernel_mask_kind<causal_mask<Al>> = true;
+template <std::size_t L>
+inline constexpr bool kernel_mask_kind<key_padding_mask<L>> = true;
+template <>
+inline constexpr bool kernel_mask_kind<key_lengths_mask> = true;
+template <class M>
+inline constexpr bool kernel_mask_kind<bool_mask<M>> = true;
+
+template <class Kind>
+struct mask_data {  // what a mask kind keeps alive: nothing, or its boolean operand
+  explicit mask_data(const Kind&) {}
+};
+template <class M>
+struct mask_data<bool_mask<M>> {
+  dense_operand<M> m;
+  explicit mask_data(const bool_mask<M>& k) : m(k.mask) {}
+};
+}  // namespace detail
+
+template <class A, class Kind>
+struct chain<masked_expr<A, Kind>> : chain_link<A> {
+  static constexpr bool value = chain<A>::value && detail::kernel_mask_kind<Kind>;
+  struct held {
+    typename chain<A>::held in;
+    Kind kind;
+    value_t<A> fill;
+    detail::mask_data<Kind> data;
+    explicit held(const masked_expr<A, Kind>& e) : in(e.operand()), kind(e.kind()), fill(e.fill()), data(e.kind()) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p) {
+    chain<A>::template extract<S>(h.in, p);
+    const T fill = static_cast<T>(h.fill);
+    if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::top_left>>) {
+      p.causal(kernels::causal_kind::top_left, fill);
+    } else if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::bottom_right>>) {
+      p.causal(kernels::causal_kind::bottom_right, fill);
+    } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
+      check_key_lengths<S>(h.kind);  // the lengths may have changed since the mask was built
+      p.key_lengths(h.kind.lengths, fill);
+    } else if constexpr (requires { Kind::length; }) {
+      p.key_padding(Kind::length, fill);
+    } else {
+      using M = std::remove_cvref_t<decltype(h.kind.mask)>;
+      p.boolean_mask(broadcast_of<shape_of_t<M>, S>(h.data.m.data()), fill);
+    }
+  }
+};
+
+// mask(P, additive(M)): P + M
+template <class A, class M>
+struct chain<binary_expr<ops::plus, A, M>> : chain_link<A> {
+  struct held {
+    typename chain<A>::held in;
+    dense_operand<M> bias;
+    explicit held(const binary_expr<ops::plus, A, M>& e) : in(e.lhs()), bias(e.rhs()) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p) {
+    chain<A>::template extract<S>(h.in, p);
+    p.additive_mask(broadcast_of<shape_of_t<M>, S>(h.bias.data()));
+  }
+};
+
+// ---- the whole pattern: softmax(P) * V -------------------------------------------------------------
 template <class E>
 struct pattern : std::false_type {};
+
 template <class P, class V>
-struct pattern<matmul_expr<softmax_expr<P>, V>> : std::bool_constant<matches<P, V>()> {};
-
-template <class E>
-inline constexpr bool is_fusable_v = pattern<E>::value;
-
-// ---- filling the kernel's problem from the tree ------------------------------------------------
-template <class T, class S>
-struct builder {
-  kernels::attention_problem<T>& p;
-  std::size_t static_length = static_cast<std::size_t>(-1);  // none
-  bool ok = true;
+struct pattern<matmul_expr<softmax_expr<P>, V>> {
+  using c = chain<P>;
+  using S = shape_of_t<P>;
+  static constexpr bool value = [] {
+    if constexpr (!c::value) {
+      return false;
+    } else {
+      using T = value_t<P>;
+      using Q = typename c::q;
+      using K = typename c::k;
+      constexpr std::size_t R = S::rank;
+      if constexpr (!(std::is_same_v<T, float> || std::is_same_v<T, double>) || !(R >= 2 && R <= 4)) {
+        return false;
+      } else {
+        constexpr std::size_t rq = shape_of_t<Q>::rank, rk = shape_of_t<K>::rank, rv = shape_of_t<V>::rank;
+        if constexpr (!(rq == R && (rk == 2 || rk == R) && (rv == 2 || rv == R))) {
+          return false;
+        } else {
+          constexpr std::size_t gq = strided_operand<Q>::group, gk = strided_operand<K>::group,
+                                gv = strided_operand<V>::group;
+          return std::is_same_v<value_t<Q>, T> && std::is_same_v<value_t<K>, T> && std::is_same_v<value_t<V>, T> &&
+                 c::steps <= kernels::max_score_steps && gq == 1 && gk == gv && (gk == 1 || R == 4);
+        }
+      }
+    }
+  }();
 };
 
-// Masks, outside in; the continuation k(core) runs with every temporary still alive.
-template <class T, class S, class E, class K>
-void walk(const E& e, builder<T, S>& b, K&& k);
+// cast<T>(attention): the kernel in the expression's type, converted as it is stored.
+template <class T, class E>
+struct pattern<cast_expr<T, E>> : pattern<E> {};
 
-template <class T, class S, class A, class Kind, class K>
-void walk(const masked_expr<A, Kind>& e, builder<T, S>& b, K&& k) {
-  if (!(e.fill() == -std::numeric_limits<T>::infinity())) b.ok = false;
-  if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::top_left>>) {
-    b.p.causal = kernels::causal_kind::top_left;
-    walk(e.operand(), b, k);
-  } else if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::bottom_right>>) {
-    b.p.causal = kernels::causal_kind::bottom_right;
-    walk(e.operand(), b, k);
-  } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
-    b.p.key_lengths = e.kind().lengths;
-    walk(e.operand(), b, k);
-  } else if constexpr (requires { Kind::length; }) {
-    b.static_length = Kind::length;
-    walk(e.operand(), b, k);
-  } else {  // boolean mask expression
-    using M = std::remove_cvref_t<decltype(e.kind().mask)>;
-    const dense_operand<M> m(e.kind().mask);
-    constexpr auto st = mask_strides<shape_of_t<M>, S>();
-    b.p.bool_mask = m.data();
-    b.p.bm_batch_stride = st[0], b.p.bm_head_stride = st[1], b.p.bm_row_stride = st[2], b.p.bm_col_stride = st[3];
-    walk(e.operand(), b, k);
-  }
-}
-
-template <class T, class S, class A, class M, class K>
-void walk(const binary_expr<ops::plus, A, M>& e, builder<T, S>& b, K&& k) {
-  const dense_operand<M> m(e.rhs());
-  constexpr auto st = mask_strides<shape_of_t<M>, S>();
-  b.p.add_mask = m.data();
-  b.p.am_batch_stride = st[0], b.p.am_head_stride = st[1], b.p.am_row_stride = st[2], b.p.am_col_stride = st[3];
-  walk(e.lhs(), b, k);
-}
-
-template <class T, class S, class E, class K>
-void walk(const E& e, builder<T, S>& b, K&& k) {  // the scaled core
-  b.p.scale = scores_core<E>::template scale<T>(e);
-  k(e);
-}
-
-// Runs the kernel; false if the expression must be evaluated row by row instead.
+// Runs the kernel into dst (the output's shape, row-major) with ctx; false when ctx has the fused path off.
 template <class T, class P, class V>
-bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e) {
-  if (!fused_enabled.load(std::memory_order_relaxed)) return false;
-  using S = shape_of_t<P>;  // scores
+bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
+  if (!ctx.fused()) return false;
+  using S = shape_of_t<P>;
   using O = shape_of_t<matmul_expr<softmax_expr<P>, V>>;
+  using K = typename chain<P>::k;
   constexpr std::size_t R = S::rank;
-  kernels::attention_problem<T> p{};
-  builder<T, S> b{p};
-  bool ran = false;
-  walk(e.lhs().operand(), b, [&](const auto& core_node) {
-    if (!b.ok) return;
-    using C = scores_core<std::remove_cvref_t<decltype(core_node)>>;
-    using Q = typename C::q;
-    using K = typename C::k;
-    using LQ = strided_operand<Q, R>;
-    using LK = strided_operand<K, R>;
-    using LV = strided_operand<V, R>;
-    using LO = layout<O, R>;
-    const LQ q(C::queries(core_node));
-    const LK k(C::keys(core_node));
-    const LV v(e.rhs());
-    p.q = q.data(), p.q_batch_stride = LQ::batch_stride, p.q_head_stride = LQ::head_stride, p.q_row_stride = LQ::row_stride;
-    p.k = k.data(), p.k_batch_stride = LK::batch_stride, p.k_head_stride = LK::head_stride, p.k_row_stride = LK::row_stride;
-    p.v = v.data(), p.v_batch_stride = LV::batch_stride, p.v_head_stride = LV::head_stride, p.v_row_stride = LV::row_stride;
-    p.o = dst, p.o_batch_stride = LO::batch_stride, p.o_head_stride = LO::head_stride, p.o_row_stride = LO::row_stride;
-    p.batch = R >= 3 ? S::extents[0] : 1;
-    p.heads = R == 4 ? S::extents[1] : 1;
-    p.kv_heads = p.heads / LK::group;
-    p.lq = LQ::rows;
-    p.lk = LK::rows;
-    p.dk = LQ::cols;
-    p.dv = LV::cols;
-    p.threads = fused_threads.load(std::memory_order_relaxed);
-    // A compile-time valid length becomes per-batch lengths (combined with run-time ones if both).
-    std::array<std::size_t, (R >= 3 ? S::extents[0] : 1)> lens{};
-    if (b.static_length != static_cast<std::size_t>(-1)) {
-      for (std::size_t i = 0; i < lens.size(); ++i)
-        lens[i] = p.key_lengths ? std::min(p.key_lengths[i], b.static_length) : b.static_length;
-      p.key_lengths = lens.data();
-    }
-    kernels::flash_attention(p);
-    fused_runs.fetch_add(1, std::memory_order_relaxed);
-    ran = true;
-  });
-  return ran;
+  const typename chain<P>::held h(e.lhs().operand());
+  const strided_operand<V> v(e.rhs());
+  problem<T> p;
+  chain<P>::template extract<S>(h, p);
+  p.v = v.template kernel_view<R>();
+  p.o.data = dst;
+  p.o.row = static_cast<std::ptrdiff_t>(O::cols);
+  if constexpr (R >= 3) p.o.batch = static_cast<std::ptrdiff_t>(O::size / O::extents[0]);
+  if constexpr (R == 4) p.o.head = static_cast<std::ptrdiff_t>(O::extents[2] * O::cols);
+  p.batch = R >= 3 ? S::extents[0] : 1;
+  p.heads = R == 4 ? S::extents[1] : 1;
+  p.kv_heads = p.heads / strided_operand<K>::group;
+  p.lq = S::extents[R - 2];
+  p.lk = S::cols;
+  p.dk = strided_operand<K>::cols;
+  p.dv = O::cols;
+  kernels::flash_attention(p, ctx);
+  ctx.count_fused_run();
+  return true;
 }
 
 }  // namespace fused
+
+// Whether evaluating E at run time takes the fused attention kernel (with the fused path on, the default).
+template <class E>
+inline constexpr bool is_fused_v = fused::pattern<std::remove_cvref_t<E>>::value;
+
+template <class E>
+concept fused_attention = is_fused_v<E>;
+
 }  // namespace attnx

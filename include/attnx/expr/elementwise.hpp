@@ -49,6 +49,7 @@ class binary_expr : public expression_tag {
  public:
   using value_type = std::common_type_t<value_t<A>, value_t<B>>;
   using shape_type = broadcast_shape_t<shape_of_t<A>, shape_of_t<B>>;
+  static constexpr bool element_type_error = !std::is_same_v<value_t<A>, value_t<B>>;
   constexpr binary_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
   constexpr const A& lhs() const noexcept { return a_; }
   constexpr const B& rhs() const noexcept { return b_; }
@@ -100,6 +101,7 @@ constexpr void check_elementwise() {
 template <class Op, class A, class B>
 constexpr auto make_binary(A&& a, B&& b) {
   rules::check_elementwise<shape_of_t<A>, shape_of_t<B>>();
+  rules::check_element_types<value_t<A>, value_t<B>>();
   return binary_expr<Op, stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
 }
 template <class Op, class A>

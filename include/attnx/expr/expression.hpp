@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
 
 namespace attnx {
@@ -75,6 +76,20 @@ template <class E>
 concept dense_terminal = expression<E> && requires(const std::remove_cvref_t<E>& e) {
   { e.data() } -> std::convertible_to<const value_t<E>*>;
 };
+
+// The element-type rule: the operands of an operation have one element type. attnx converts nothing
+// silently (a float Q with a double K would otherwise run in double, off the fused path, without a word);
+// cast<T>(e) converts explicitly (expr/cast.hpp). A node built from mismatched operands says so
+// (element_type_error), so that the assignment rule does not report the same mistake a second time.
+namespace rules {
+template <class A, class B>
+constexpr void check_element_types() {
+  static_assert(std::is_same_v<A, B> ||
+                    error::holds<error::element_types_differ<error::lhs_element_type<A>, error::rhs_element_type<B>>>,
+                "attnx: the operands' element types differ (attnx converts nothing silently: convert one with "
+                "attnx::cast<T>(e))");
+}
+}  // namespace rules
 
 // A scalar is a rank-0 expression: it broadcasts against anything.
 template <class T>

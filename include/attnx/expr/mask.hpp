@@ -143,20 +143,29 @@ constexpr auto mask(A&& a, key_padding_mask<Len> m, value_t<A> fill = -std::nume
   return masked_expr<stored_t<A>, key_padding_mask<Len>>(store(std::forward<A>(a)), m, fill);
 }
 
-// Run-time lengths: one per batch item (axis 0 of scores with three or more axes; one length for a
-// plain score matrix). A wrong count or a length above the key count throws.
-template <expression A>
-constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
-  using S = shape_of_t<A>;
-  rules::check_matrix_scores<S>();
+// The run-time rule of key_lengths for scores of shape S: one length per batch item (axis 0 of scores
+// with three or more axes; one length for a plain score matrix), each at most the key count. Checked when
+// the mask is built and again when it is evaluated (the lengths live in the caller's memory and may have
+// changed in between), by the row evaluator and the fused path alike.
+template <class S>
+constexpr void check_key_lengths(const key_lengths_mask& m) {
   constexpr std::size_t batches = S::rank >= 3 ? S::extents[0] : 1;
   if (m.count != batches)
     throw std::invalid_argument("attnx: mask: key_lengths has " + std::to_string(m.count) + " entries but the scores " +
                                 shape_string<S>() + " have " + std::to_string(batches) + " batch items");
+  if (m.count > 0 && m.lengths == nullptr) throw std::invalid_argument("attnx: mask: key_lengths over a null pointer");
   for (std::size_t b = 0; b < m.count; ++b)
     if (m.lengths[b] > S::cols)
       throw std::out_of_range("attnx: mask: key_lengths[" + std::to_string(b) + "] = " + std::to_string(m.lengths[b]) +
                               " exceeds the " + std::to_string(S::cols) + " keys");
+}
+
+// Run-time lengths: one per batch item. A wrong count or a length above the key count throws.
+template <expression A>
+constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+  using S = shape_of_t<A>;
+  rules::check_matrix_scores<S>();
+  check_key_lengths<S>(m);
   return masked_expr<stored_t<A>, key_lengths_mask>(store(std::forward<A>(a)), m, fill);
 }
 
@@ -177,6 +186,7 @@ constexpr auto mask(A&& a, additive_mask<M> m) {
   using S = shape_of_t<A>;
   rules::check_matrix_scores<S>();
   rules::check_mask_shape<S, shape_of_t<M>>();
+  rules::check_element_types<value_t<A>, value_t<M>>();
   return binary_expr<ops::plus, stored_t<A>, M>(store(std::forward<A>(a)), std::move(m.mask));
 }
 

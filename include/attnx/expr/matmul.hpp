@@ -23,6 +23,7 @@ class matmul_expr : public expression_tag {
  public:
   using value_type = std::common_type_t<value_t<A>, value_t<B>>;
   using shape_type = matmul_shape_t<shape_of_t<A>, shape_of_t<B>>;
+  static constexpr bool element_type_error = !std::is_same_v<value_t<A>, value_t<B>>;
   // The contracted extent (d_k for Q K^T).
   static constexpr std::size_t inner = shape_of_t<A>::cols;
   constexpr matmul_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
@@ -78,6 +79,7 @@ constexpr void check_matmul() {
 template <expression A, expression B>
 constexpr auto operator*(A&& a, B&& b) {
   rules::check_matmul<shape_of_t<A>, shape_of_t<B>>();
+  rules::check_element_types<value_t<A>, value_t<B>>();
   return matmul_expr<stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
 }
 template <expression A, expression B>

@@ -36,6 +36,7 @@
 #include <boost/hana/tuple.hpp>
 
 #include "attnx/eval/evaluator.hpp"
+#include "attnx/expr/cast.hpp"
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/math/constexpr_math.hpp"
@@ -173,7 +174,7 @@ struct additive_similarity {
   template <class T>
   constexpr bound_additive<T, hidden> bind() const {
     bound_additive<T, hidden> b;
-    const basic_tensor<T, shape_of_t<W>> full(w);  // w (h), (h, 1), (1, h) or an expression: row-major
+    const basic_tensor<T, shape_of_t<W>> full(cast<T>(w));  // w (h), (h, 1), (1, h) or an expression: row-major
     for (std::size_t a = 0; a < hidden; ++a) b.w.data()[a] = full.data()[a];
     return b;
   }
@@ -256,6 +257,7 @@ class pairwise_expr : public expression_tag {
  public:
   using value_type = std::common_type_t<value_t<Q>, value_t<K>>;
   using shape_type = pairwise_shape_t<shape_of_t<Q>, shape_of_t<K>>;
+  static constexpr bool element_type_error = !std::is_same_v<value_t<Q>, value_t<K>>;
   using similarity_type = F;
   // The feature extent d (the length of the vectors f compares).
   static constexpr std::size_t features = shape_of_t<Q>::cols;
@@ -359,6 +361,7 @@ template <bool Check, class Q, class K, class F>
 constexpr auto make_pairwise(Q&& q, K&& k, F&& f) {
   using FD = std::decay_t<F>;
   if constexpr (Check) rules::check_pairwise<shape_of_t<Q>, shape_of_t<K>>();
+  rules::check_element_types<value_t<Q>, value_t<K>>();
   rules::check_similarity<FD, std::common_type_t<value_t<Q>, value_t<K>>>();
   return pairwise_expr<FD, stored_t<Q>, stored_t<K>>(store(std::forward<Q>(q)), store(std::forward<K>(k)), std::forward<F>(f));
 }

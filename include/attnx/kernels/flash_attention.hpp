@@ -1,100 +1,156 @@
-// attnx fused attention kernel: O = softmax(mask(scale * Q K^T)) V in one pass over K and V
-// (FlashAttention-2 loop order, online softmax), vectorised and threaded. Run-time only.
+// attnx fused attention kernel: O = softmax(scores(Q K^T)) V in one pass over K and V (FlashAttention-2
+// loop order, online softmax), vectorised and threaded. Run-time only.
 //
-// The instruction set is chosen at compile time from the target macros (__AVX512F__, then
-// __AVX2__ + __FMA__, else portable scalar code). The other paths stay reachable through
-// detail::flash_attention_isa for tests and benchmarks; they are compiled with per-function
-// target attributes, so calling one is only valid where detail::isa_supported() says so.
+//   kernels::flash_attention(problem)        // the current context's instruction set and threads
+//   kernels::flash_attention(problem, ctx)
+// The problem (kernels/attention_problem.hpp) names the operands as strided matrix stacks and the
+// score program step by step. The instruction set (AVX-512, AVX2 + FMA, or portable code) is the
+// context's, which defaults to the best this CPU has (simd/isa.hpp); all three are in every build.
 // Semantics, numerics and tuning: docs/fused_kernel.md.
 #pragma once
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <new>
 #include <stdexcept>
-#include <thread>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "attnx/kernels/detail/thread_pool.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/kernels/attention_problem.hpp"
+#include "attnx/simd/isa.hpp"
+#include "attnx/simd/target.hpp"
+#include "attnx/simd/vec.hpp"
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define ATTNX_KERNELS_X86 1
-#include <immintrin.h>
-#else
-#define ATTNX_KERNELS_X86 0
-#endif
+namespace attnx::kernels::detail {
 
-namespace attnx::kernels {
-
-enum class causal_kind {
-  none,
-  top_left,     // key j visible to query i iff j <= i                (PyTorch is_causal)
-  bottom_right  // key j visible to query i iff j <= i + (Lk - Lq)    (FlashAttention-2)
-};
-
-template <class T>  // float and double
-struct attention_problem {
-  // Problem (b, h) for b < batch, h < heads. Pointers to element [0][0] of each (b,h) matrix:
-  //   q  + b*q_batch_stride + h*q_head_stride, rows of length dk, row i at + i*q_row_stride   (Lq x dk)
-  //   k  + b*k_batch_stride + (h / (heads/kv_heads))*k_head_stride, row j at + j*k_row_stride (Lk x dk)
-  //   v  same with v_* strides (Lk x dv);  o + b*o_batch_stride + h*o_head_stride, row stride o_row_stride (Lq x dv)
-  const T* q; std::ptrdiff_t q_batch_stride, q_head_stride, q_row_stride;
-  const T* k; std::ptrdiff_t k_batch_stride, k_head_stride, k_row_stride;
-  const T* v; std::ptrdiff_t v_batch_stride, v_head_stride, v_row_stride;
-  T* o;       std::ptrdiff_t o_batch_stride, o_head_stride, o_row_stride;
-  std::size_t batch = 1, heads = 1, kv_heads = 1, lq, lk, dk, dv;
-  T scale;                                  // multiplies q.k (1/sqrt(dk), or 1/tau)
-  causal_kind causal = causal_kind::none;
-  const std::size_t* key_lengths = nullptr; // optional, per batch item: keys j >= key_lengths[b] are blocked
-  // optional boolean mask (true = allowed), element (b,h,i,j) at
-  // bool_mask[b*bm_batch_stride + h*bm_head_stride + i*bm_row_stride + j*bm_col_stride] (strides may be 0 to broadcast)
-  const bool* bool_mask = nullptr; std::ptrdiff_t bm_batch_stride = 0, bm_head_stride = 0, bm_row_stride = 0, bm_col_stride = 1;
-  // optional additive mask added to the scaled score, same stride scheme
-  const T* add_mask = nullptr; std::ptrdiff_t am_batch_stride = 0, am_head_stride = 0, am_row_stride = 0, am_col_stride = 1;
-  unsigned threads = 0;                     // 0 = std::thread::hardware_concurrency()
-};
-
-namespace detail {
-
-enum class isa { scalar, avx2, avx512 };
-
-#if ATTNX_KERNELS_X86 && defined(__AVX512F__)
-inline constexpr isa native_isa = isa::avx512;
-#elif ATTNX_KERNELS_X86 && defined(__AVX2__) && defined(__FMA__)
-inline constexpr isa native_isa = isa::avx2;
-#else
-inline constexpr isa native_isa = isa::scalar;
-#endif
-
-// Whether this build contains the path at all, and whether this CPU can run it.
-constexpr bool isa_compiled(isa i) { return i == isa::scalar || ATTNX_KERNELS_X86; }
-inline bool isa_supported(isa i) {
-#if ATTNX_KERNELS_X86
-  switch (i) {
-    case isa::scalar: return true;
-    case isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case isa::avx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }
-  return false;
-#else
-  return i == isa::scalar;
-#endif
+constexpr bool is_scale(step_kind k) { return k == step_kind::multiply || k == step_kind::divide; }
+constexpr bool is_limit(step_kind k) {
+  return k == step_kind::causal_top_left || k == step_kind::causal_bottom_right || k == step_kind::key_lengths ||
+         k == step_kind::key_padding;
 }
-constexpr const char* isa_name(isa i) {
-  return i == isa::avx512 ? "avx512" : i == isa::avx2 ? "avx2" : "scalar";
+constexpr bool is_replace(step_kind k) { return is_limit(k) || k == step_kind::boolean_mask; }
+
+// Keys j >= step_limit(...) are blocked by limit step s for query i of batch item b (in [0, Lk]).
+template <class T>
+std::size_t step_limit(const score_step<T>& s, const attention_problem<T>& p, std::size_t b, std::size_t i) {
+  switch (s.kind) {
+    case step_kind::causal_top_left: return std::min(p.lk, i + 1);
+    case step_kind::causal_bottom_right: {
+      const auto end = static_cast<std::ptrdiff_t>(i + 1 + p.lk) - static_cast<std::ptrdiff_t>(p.lq);
+      return end <= 0 ? 0 : std::min(p.lk, static_cast<std::size_t>(end));
+    }
+    case step_kind::key_lengths: return std::min(p.lk, s.lengths[b]);
+    case step_kind::key_padding: return std::min(p.lk, s.length);
+    default: return p.lk;
+  }
+}
+
+// What the kernel makes of the score program, once per call.
+//  - A first multiplication is folded into the store of the scores.
+//  - x / d becomes x * (1/d) when 1/d is a normal number, or d is 0, inf or NaN: the results are the same
+//    but for rounding (1 ulp); a division stays a division when 1/d would overflow or be subnormal.
+//  - Skipping: the keys a limit step blocks (causal, key lengths, key padding) need not be read at all
+//    when the value they end with, after the steps that follow, is -inf (weight exactly 0: "hard"), or a
+//    finite number F whose weight exp(F - m_i) has underflowed to exactly 0 for every row of the block
+//    by the time the kernel gets there ("soft"; until then they are computed like any other key). A step
+//    whose blocked keys could end as +inf or NaN, or meet an additive mask, is not skipped, with one
+//    exception: an additive mask that only multiplications by positive numbers follow turns -inf into
+//    -inf unless the bias is +inf or NaN there; then the skipped part of the bias is scanned for those
+//    ("poison"), and a row that meets one is NaN, as -inf + inf is.
+template <class T>
+struct score_plan {
+  std::array<score_step<T>, max_score_steps> steps{};
+  std::size_t n = 0;
+  T folded = T(1);
+  std::size_t first = 0;  // the first step applied as a pass over the scores
+  std::array<std::size_t, max_score_steps> limits{};  // indices of the limit steps
+  std::array<bool, max_score_steps> skippable{};      // per limit step
+  std::size_t n_limits = 0;
+  bool any_skippable = false;
+  T skip_final = -std::numeric_limits<T>::infinity();  // -inf: hard skipping; finite: soft
+  std::ptrdiff_t poison = -1;                          // the additive step scanned in the skipped part
+  bool elementwise = false;                            // boolean or additive steps
+};
+
+template <class T>
+score_plan<T> make_plan(const attention_problem<T>& p) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  score_plan<T> plan;
+  plan.n = p.n_steps;
+  for (std::size_t s = 0; s < plan.n; ++s) {
+    score_step<T>& st = plan.steps[s] = p.steps[s];
+    if (st.kind == step_kind::divide) {
+      const T r = T(1) / st.value, a = std::abs(r);
+      if (!std::isfinite(st.value) || st.value == T(0) ||
+          (a >= std::numeric_limits<T>::min() && a <= std::numeric_limits<T>::max())) {
+        st.kind = step_kind::multiply;
+        st.value = r;
+      }
+    }
+    if (st.kind == step_kind::boolean_mask || st.kind == step_kind::additive_mask) plan.elementwise = true;
+    if (is_limit(st.kind)) plan.limits[plan.n_limits++] = s;
+  }
+  if (plan.n > 0 && plan.steps[0].kind == step_kind::multiply) {
+    plan.folded = plan.steps[0].value;
+    plan.first = 1;
+  }
+  std::array<bool, max_score_steps> poisoned{};
+  for (std::size_t li = 0; li < plan.n_limits; ++li) {
+    const std::size_t t = plan.limits[li];
+    std::array<T, max_score_steps + 1> vals{};
+    std::size_t nv = 0, additive_at = plan.n;
+    vals[nv++] = plan.steps[t].value;
+    bool ok = true;
+    for (std::size_t u = t + 1; u < plan.n && ok; ++u) {
+      const score_step<T>& su = plan.steps[u];
+      if (additive_at < plan.n) {  // after the additive step: positive, finite factors only
+        ok = is_scale(su.kind) && su.value > T(0) && su.value < inf;
+      } else if (su.kind == step_kind::multiply) {
+        for (std::size_t v = 0; v < nv; ++v) vals[v] *= su.value;
+      } else if (su.kind == step_kind::divide) {
+        for (std::size_t v = 0; v < nv; ++v) vals[v] /= su.value;
+      } else if (is_replace(su.kind)) {
+        vals[nv++] = su.value;
+      } else {
+        additive_at = u;
+      }
+    }
+    if (!ok) continue;
+    if (additive_at < plan.n) {
+      if (!std::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == -inf; })) continue;
+      plan.poison = static_cast<std::ptrdiff_t>(additive_at);
+      poisoned[li] = true;
+    } else {
+      if (!std::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == x && x != inf; }))
+        continue;
+      for (std::size_t v = 0; v < nv; ++v) plan.skip_final = std::max(plan.skip_final, vals[v]);
+    }
+    plan.skippable[li] = true;
+  }
+  if (plan.poison >= 0 && plan.skip_final != -inf) {  // soft skipping would have to scan the bias too: don't skip those
+    for (std::size_t li = 0; li < plan.n_limits; ++li)
+      if (poisoned[li]) plan.skippable[li] = false;
+    plan.poison = -1;
+  }
+  for (std::size_t li = 0; li < plan.n_limits; ++li) plan.any_skippable = plan.any_skippable || plan.skippable[li];
+  return plan;
+}
+
+// Keys j >= skip_limit(...) may be left out for query i of batch item b (Lk when nothing is skipped).
+template <class T>
+std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t i) {
+  std::size_t lim = p.lk;
+  for (std::size_t li = 0; li < plan.n_limits; ++li)
+    if (plan.skippable[li]) lim = std::min(lim, step_limit(plan.steps[plan.limits[li]], p, b, i));
+  return lim;
 }
 
 // 2^f on |f| <= 1/2: near-minimax (Chebyshev) fits, max abs error 2.0e-9 (float, degree 6) and
@@ -112,69 +168,48 @@ inline constexpr auto exp2_coefficients<double> = std::array<double, 12>{
     0.000015252733841556772589, 1.3215432535912376166e-6, 1.0178057087733941105e-7,
     7.0741942972885210056e-9, 4.455817908336064493e-10};
 
-// Keys j >= key_limit(p, b, i) are blocked for query i of batch item b (causal and key lengths;
-// the boolean and additive masks come on top, element by element).
 template <class T>
-std::size_t key_limit(const attention_problem<T>& p, std::size_t b, std::size_t i) {
-  std::size_t lim = p.lk;
-  if (p.key_lengths) lim = std::min(lim, p.key_lengths[b]);
-  if (p.causal == causal_kind::top_left) {
-    lim = std::min(lim, i + 1);
-  } else if (p.causal == causal_kind::bottom_right) {
-    const auto end = static_cast<std::ptrdiff_t>(i + 1 + p.lk) - static_cast<std::ptrdiff_t>(p.lq);
-    lim = end <= 0 ? 0 : std::min(lim, static_cast<std::size_t>(end));
-  }
-  return lim;
-}
+inline constexpr T log2e = T(1.442695040888963407359924681001892137L);
 
-}  // namespace detail
-}  // namespace attnx::kernels
+// Register tiles per instruction set: NI query vectors x NJ keys (scores), NI x NC value columns
+// (output), BC keys per block.
+template <class T, class I>
+struct flash_shape;
+template <class T>
+struct flash_shape<T, simd::scalar_t> {
+  static constexpr std::size_t NI = 4, NJ = 4, NC = 4, BC = 32;
+};
+template <class T>
+struct flash_shape<T, simd::avx2_t> {  // 16 registers: 12 accumulators + NI loads + 1 broadcast
+  static constexpr std::size_t NI = 2, NJ = 6, NC = 6, BC = 64;
+};
+template <class T>
+struct flash_shape<T, simd::avx512_t> {  // 32 registers: 24 accumulators + NI loads
+  static constexpr std::size_t NI = 3, NJ = 8, NC = 8, BC = 128;
+};
 
-#if defined(__clang__)
-#define ATTNX_KERNEL_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define ATTNX_KERNEL_UNROLL _Pragma("GCC unroll 16")
-#else
-#define ATTNX_KERNEL_UNROLL
-#endif
+}  // namespace attnx::kernels::detail
 
 // --- the tile algorithm, once per instruction set ------------------------------------------------
 namespace attnx::kernels::detail::scalar {
-#include "attnx/kernels/detail/simd_scalar.inc"
+using isa_tag = simd::scalar_t;
 #include "attnx/kernels/detail/flash_tile.inc"
 }  // namespace attnx::kernels::detail::scalar
 
-#if ATTNX_KERNELS_X86
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+#if ATTNX_SIMD_X86
+ATTNX_TARGET_AVX2_BEGIN
 namespace attnx::kernels::detail::avx2 {
-#include "attnx/kernels/detail/simd_avx2.inc"
+using isa_tag = simd::avx2_t;
 #include "attnx/kernels/detail/flash_tile.inc"
 }  // namespace attnx::kernels::detail::avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")
-#endif
+ATTNX_TARGET_END
+ATTNX_TARGET_AVX512_BEGIN
 namespace attnx::kernels::detail::avx512 {
-#include "attnx/kernels/detail/simd_avx512.inc"
+using isa_tag = simd::avx512_t;
 #include "attnx/kernels/detail/flash_tile.inc"
 }  // namespace attnx::kernels::detail::avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#endif  // ATTNX_KERNELS_X86
-
-#undef ATTNX_KERNEL_UNROLL
+ATTNX_TARGET_END
+#endif  // ATTNX_SIMD_X86
 
 namespace attnx::kernels {
 namespace detail {
@@ -183,13 +218,40 @@ struct aligned_free {
   void operator()(void* p) const { ::operator delete[](p, std::align_val_t{64}); }
 };
 
-// Splits the problem into (batch, head, query block) work items, longest first (causal blocks
-// near the diagonal are short), and lets the threads take them from an atomic counter.
-template <class T, class Kernel>
-void run_flash(const attention_problem<T>& p) {
+template <class T>
+void validate(const attention_problem<T>& p) {
   if (p.kv_heads == 0 || p.heads % p.kv_heads != 0)
-    throw std::invalid_argument("attnx::kernels::flash_attention: heads must be a multiple of kv_heads");
+    throw std::invalid_argument("attnx::kernels::flash_attention: heads (" + std::to_string(p.heads) +
+                                ") must be a multiple of kv_heads (" + std::to_string(p.kv_heads) + ")");
+  if (p.n_steps > max_score_steps) throw std::invalid_argument("attnx::kernels::flash_attention: too many score steps");
+  for (std::size_t s = 0; s < p.n_steps; ++s) {
+    const score_step<T>& st = p.steps[s];
+    if (st.kind == step_kind::key_lengths) {
+      if (!st.lengths) throw std::invalid_argument("attnx::kernels::flash_attention: key_lengths without lengths");
+      for (std::size_t b = 0; b < p.batch; ++b)
+        if (st.lengths[b] > p.lk)
+          throw std::out_of_range("attnx: mask: key_lengths[" + std::to_string(b) + "] = " + std::to_string(st.lengths[b]) +
+                                  " exceeds the " + std::to_string(p.lk) + " keys");
+    } else if (st.kind == step_kind::key_padding && st.length > p.lk) {
+      throw std::out_of_range("attnx: mask: the key padding length " + std::to_string(st.length) + " exceeds the " +
+                              std::to_string(p.lk) + " keys");
+    } else if ((st.kind == step_kind::boolean_mask && !st.mask.data) ||
+               (st.kind == step_kind::additive_mask && !st.bias.data)) {
+      throw std::invalid_argument("attnx::kernels::flash_attention: a mask step without its data");
+    }
+  }
+}
+
+// Below this much work (flops) per thread, a second thread costs more in wake-up than it saves.
+inline constexpr double flash_min_flops_per_thread = 8e6;
+
+// Splits the problem into (batch, head, query block) work items, longest first (causal blocks near the
+// diagonal are short), and runs them on the context's threads.
+template <class T, class Kernel>
+void run_flash(const attention_problem<T>& p, unsigned threads) {
+  validate(p);
   if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
+  const score_plan<T> plan = make_plan(p);
 
   struct item {
     std::size_t cost, i0, blocks;
@@ -197,7 +259,7 @@ void run_flash(const attention_problem<T>& p) {
   };
   constexpr std::size_t MQ = Kernel::MQ;
   const std::size_t blocks = (p.lq + MQ - 1) / MQ;
-  unsigned threads = p.threads ? p.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::max(1u, threads);
 
   // Query blocks per work item: up to Kernel::G (fewer passes over K and V), but at least about 8
   // items per thread for the load balance. A last block of fewer than MQ rows is an item of its own
@@ -206,6 +268,7 @@ void run_flash(const attention_problem<T>& p) {
   const std::size_t group = std::clamp<std::size_t>(p.batch * p.heads * full / (8 * std::size_t{threads}), 1, Kernel::G);
   std::vector<item> items;
   items.reserve(p.batch * p.heads * (full / group + 2));
+  double total = 0;
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t qb = 0; qb < blocks; qb += (qb < full ? std::min(group, full - qb) : 1)) {
       const std::size_t n = qb < full ? std::min(group, full - qb) : 1;
@@ -213,55 +276,74 @@ void run_flash(const attention_problem<T>& p) {
       std::size_t cost = 0;
       for (std::size_t g = qb; g < qb + n; ++g) {
         const std::size_t last = std::min(p.lq, (g + 1) * MQ) - 1;
-        cost += (key_limit(p, b, last) + 1) * (last + 1 - g * MQ);
+        cost += (skip_limit(p, plan, b, last) + 1) * (last + 1 - g * MQ);
       }
+      total += double(cost) * double(p.heads);
       for (std::size_t h = 0; h < p.heads; ++h)
         items.push_back({cost, qb * MQ, n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
     }
-  // Longest first: with the atomic counter below this balances causal problems.
   std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, items.size()));
+  const double flops = 2.0 * total * double(p.dk + p.dv);
+  const auto by_work = static_cast<std::size_t>(std::max(1.0, flops / flash_min_flops_per_thread));
+  const auto slots = static_cast<unsigned>(std::min<std::size_t>({threads, items.size(), by_work}));
 
-  // Per thread: the tile scratch, then the key limits. Allocated here so that workers cannot throw.
+  // Per thread: the tile scratch, then the limits. Allocated here so that the workers cannot throw.
   const std::size_t tile_bytes = Kernel::scratch_elems(p.dk, p.dv) * sizeof(T);
   const std::size_t bytes = (tile_bytes + Kernel::limit_elems() * sizeof(std::size_t) + 63) / 64 * 64;
   std::unique_ptr<std::byte[], aligned_free> buf(
-      static_cast<std::byte*>(::operator new[](bytes * threads, std::align_val_t{64})));
+      static_cast<std::byte*>(::operator new[](bytes * slots, std::align_val_t{64})));
 
-  std::atomic<std::size_t> next{0};
-  const std::function<void(unsigned)> job = [&](unsigned t) {
-    std::byte* mine = buf.get() + bytes * t;
-    T* tile = reinterpret_cast<T*>(mine);
-    auto* limits = reinterpret_cast<std::size_t*>(mine + tile_bytes);
-    for (std::size_t n; (n = next.fetch_add(1, std::memory_order_relaxed)) < items.size();)
-      Kernel::run_block(p, items[n].b, items[n].h, items[n].i0, items[n].blocks, tile, limits);
-  };
-  parallel_run(threads, job);
+  exec::parallel_for(items.size(), slots, [&](std::size_t n, unsigned slot) {
+    std::byte* mine = buf.get() + bytes * slot;
+    const item& it = items[n];
+    Kernel::run_block(p, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
+                      reinterpret_cast<std::size_t*>(mine + tile_bytes));
+  });
 }
 
-// The kernel for one instruction set (see isa_supported before calling a non-native one).
-template <class T, isa I>
-void flash_attention_isa(const attention_problem<T>& p) {
+// The kernel of one instruction set (only where simd::cpu_supports(I)).
+template <class T, simd::isa I>
+void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "flash_attention: float or double");
-  static_assert(isa_compiled(I), "flash_attention_isa: this instruction set is not compiled for this target");
-  if constexpr (I == isa::scalar) {
-    run_flash<T, scalar::kernel<T>>(p);
+  if constexpr (I == simd::isa::scalar) {
+    run_flash<T, scalar::kernel<T>>(p, threads);
   }
-#if ATTNX_KERNELS_X86
-  else if constexpr (I == isa::avx2) {
-    run_flash<T, avx2::kernel<T>>(p);
+#if ATTNX_SIMD_X86
+  else if constexpr (I == simd::isa::avx2) {
+    run_flash<T, avx2::kernel<T>>(p, threads);
   } else {
-    run_flash<T, avx512::kernel<T>>(p);
+    run_flash<T, avx512::kernel<T>>(p, threads);
   }
 #endif
 }
 
 }  // namespace detail
 
-// O = softmax(mask(scale * Q K^T)) V for every (batch, head); see attention_problem.
+// O = softmax(scores(Q K^T)) V for every (batch, head); see attention_problem. The instruction set must
+// be one this CPU has (std::invalid_argument otherwise); threads: at most that many (>= 1).
+template <class T>
+void flash_attention(const attention_problem<T>& p, simd::isa i, unsigned threads) {
+  if (!simd::cpu_supports(i))
+    throw std::invalid_argument("attnx::kernels::flash_attention: this CPU cannot run the " + std::string(simd::name(i)) +
+                                " path");
+  switch (i) {
+    case simd::isa::scalar: return detail::flash_attention_isa<T, simd::isa::scalar>(p, threads);
+#if ATTNX_SIMD_X86
+    case simd::isa::avx2: return detail::flash_attention_isa<T, simd::isa::avx2>(p, threads);
+    case simd::isa::avx512: return detail::flash_attention_isa<T, simd::isa::avx512>(p, threads);
+#else
+    default: return detail::flash_attention_isa<T, simd::isa::scalar>(p, threads);
+#endif
+  }
+}
+
+template <class T>
+void flash_attention(const attention_problem<T>& p, const context& ctx) {
+  flash_attention(p, ctx.isa(), ctx.threads());
+}
 template <class T>
 void flash_attention(const attention_problem<T>& p) {
-  detail::flash_attention_isa<T, detail::native_isa>(p);
+  flash_attention(p, current_context());
 }
 
 }  // namespace attnx::kernels

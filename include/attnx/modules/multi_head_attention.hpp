@@ -326,10 +326,15 @@ class multi_head_attention {
     }
   }
 
-  // The same, evaluated: an owning tensor of x's shape.
+  // The same, evaluated: an owning tensor of x's shape; with a context first, computed with that context
+  // (threads, instruction set), e.g. so that two models in one program run with different settings.
   template <class... Args>
   constexpr auto forward(Args&&... args) const {
     return evaluate((*this)(std::forward<Args>(args)...));
+  }
+  template <class... Args>
+  auto forward(const context& ctx, Args&&... args) const {
+    return evaluate((*this)(std::forward<Args>(args)...), ctx);
   }
 
   // ---- attention weights, for inspection ----------------------------------------------------------

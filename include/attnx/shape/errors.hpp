@@ -36,6 +36,10 @@ template <std::size_t N> struct key_length {};
 template <std::size_t N> struct keys {};
 template <std::size_t N> struct d_model {};
 template <std::size_t N> struct heads {};
+template <class T> struct lhs_element_type {};
+template <class T> struct rhs_element_type {};
+template <class T> struct target_element_type {};
+template <class T> struct source_element_type {};
 
 // Rules. Each is only ever named inside `holds<...>`, which is false: the rule failed.
 template <class... Facts> struct matmul_inner_extents_differ { static constexpr bool value = false; };
@@ -57,6 +61,8 @@ template <class... Facts> struct assignment_axes_differ { static constexpr bool 
 template <class... Facts> struct assignment_ranks_differ { static constexpr bool value = false; };
 template <class... Facts> struct d_model_not_divisible_by_heads { static constexpr bool value = false; };
 template <class... Facts> struct heads_need_a_sequence_axis { static constexpr bool value = false; };
+template <class... Facts> struct element_types_differ { static constexpr bool value = false; };
+template <class... Facts> struct assignment_element_types_differ { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;

@@ -89,6 +89,18 @@ constexpr void check_assignment() {
   }
 }
 
+// Checks, at compile time, that an expression of element type value_t<E> may be written into elements
+// of type T: the same type (attnx converts nothing silently; cast<T>(e) converts). A mismatch inside the
+// expression was reported where it happened, and is not reported again here.
+template <class T, class E>
+constexpr void check_assignment_type() {
+  static_assert(std::is_same_v<T, value_t<E>> || has_element_type_error<E>() ||
+                    error::holds<error::assignment_element_types_differ<error::target_element_type<T>,
+                                                                       error::source_element_type<value_t<E>>>>,
+                "attnx: assignment: the expression's element type differs from the target's (convert it with "
+                "attnx::cast<T>(e))");
+}
+
 // Evaluation entry point (defined in attnx/eval/assign.hpp): writes the expression's elements,
 // row-major, to dst.
 template <class T, class E>
@@ -125,6 +137,7 @@ class basic_tensor : public expression_tag {
     requires(!std::is_same_v<std::remove_cvref_t<E>, basic_tensor>)
   constexpr basic_tensor(const E& e) : s_(uninitialized) {
     check_assignment<Shape, shape_of_t<E>>();
+    check_assignment_type<T, E>();
     assign_into(data(), e);
   }
 
@@ -134,6 +147,7 @@ class basic_tensor : public expression_tag {
   constexpr basic_tensor& operator=(const E& e) {
     if (!std::is_constant_evaluated() && !reads_memory(e, data(), size)) {
       check_assignment<Shape, shape_of_t<E>>();
+      check_assignment_type<T, E>();
       assign_into(data(), e);
       return *this;
     }

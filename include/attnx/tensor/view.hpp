@@ -74,6 +74,7 @@ class basic_view : public expression_tag {
     requires(!std::is_const_v<T>)
   {
     check_assignment<Shape, shape_of_t<E>>();
+    check_assignment_type<element, E>();
     if (!std::is_constant_evaluated() && !reads_memory(e, p_, size)) {
       assign_into(p_, e);
       return *this;

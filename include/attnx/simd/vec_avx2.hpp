@@ -1,14 +1,23 @@
-// attnx fused attention: AVX2 + FMA vectors (8 floats / 4 doubles, 16 registers).
-//
-// Included by flash_attention.hpp inside namespace attnx::kernels::detail::avx2, between a
-// push and a pop of the "avx2,fma" target, so these functions are compiled for AVX2 even when
-// the translation unit is not (no include guard on purpose).
+// attnx: simd::vec<T, avx2_t>, 8 floats / 4 doubles in 16 registers. Compiled for AVX2 + FMA whatever
+// the translation unit's flags (simd/target.hpp); run only where simd::cpu_supports(isa::avx2).
+// The operations and their NaN rules are listed in simd/vec.hpp.
+#pragma once
 
-template <class T>
+#include <cstddef>
+#include <limits>
+
+#include "attnx/simd/isa.hpp"
+#include "attnx/simd/target.hpp"
+
+#if ATTNX_SIMD_X86
+ATTNX_TARGET_AVX2_BEGIN
+namespace attnx::simd {
+
+template <class T, class I>
 struct vec;
 
 template <>
-struct vec<float> {
+struct vec<float, avx2_t> {
   using reg = __m256;
   static constexpr std::size_t W = 8;
 
@@ -19,12 +28,11 @@ struct vec<float> {
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm256_div_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
-  // a / l, and 0 where l == 0.
   static reg div_or_zero(reg a, reg l) {
     return _mm256_blendv_ps(_mm256_div_ps(a, l), _mm256_setzero_ps(), _mm256_cmp_ps(l, _mm256_setzero_ps(), _CMP_EQ_OQ));
   }
-  // maxps/minps return their second operand when either is NaN.
   static reg max_keep(reg x, reg m) { return _mm256_max_ps(x, m); }
   static reg min_pass(reg c, reg x) { return _mm256_min_ps(c, x); }
   static reg max_pass(reg c, reg x) { return _mm256_max_ps(c, x); }
@@ -45,14 +53,13 @@ struct vec<float> {
     const reg pinf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
     return _mm256_movemask_ps(_mm256_cmp_ps(m, pinf, _CMP_EQ_OQ)) != 0;
   }
-  static reg keep_below(reg x, reg lim, float j) {
-    const reg ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-    return _mm256_blendv_ps(ninf, x, _mm256_cmp_ps(_mm256_set1_ps(j), lim, _CMP_LT_OQ));
+  static reg below_or(reg x, reg lim, float j, reg f) {
+    return _mm256_blendv_ps(f, x, _mm256_cmp_ps(_mm256_set1_ps(j), lim, _CMP_LT_OQ));
   }
 };
 
 template <>
-struct vec<double> {
+struct vec<double, avx2_t> {
   using reg = __m256d;
   static constexpr std::size_t W = 4;
 
@@ -63,6 +70,7 @@ struct vec<double> {
   static reg add(reg a, reg b) { return _mm256_add_pd(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_pd(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_pd(a, b); }
+  static reg div(reg a, reg b) { return _mm256_div_pd(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
   static reg div_or_zero(reg a, reg l) {
     return _mm256_blendv_pd(_mm256_div_pd(a, l), _mm256_setzero_pd(), _mm256_cmp_pd(l, _mm256_setzero_pd(), _CMP_EQ_OQ));
@@ -87,14 +95,11 @@ struct vec<double> {
     const reg pinf = _mm256_set1_pd(std::numeric_limits<double>::infinity());
     return _mm256_movemask_pd(_mm256_cmp_pd(m, pinf, _CMP_EQ_OQ)) != 0;
   }
-  static reg keep_below(reg x, reg lim, double j) {
-    const reg ninf = _mm256_set1_pd(-std::numeric_limits<double>::infinity());
-    return _mm256_blendv_pd(ninf, x, _mm256_cmp_pd(_mm256_set1_pd(j), lim, _CMP_LT_OQ));
+  static reg below_or(reg x, reg lim, double j, reg f) {
+    return _mm256_blendv_pd(f, x, _mm256_cmp_pd(_mm256_set1_pd(j), lim, _CMP_LT_OQ));
   }
 };
 
-// 16 registers: 12 accumulators + NI loads + 1 broadcast.
-template <class T>
-struct tile {
-  static constexpr std::size_t NI = 2, NJ = 6, NC = 6, BC = 64;
-};
+}  // namespace attnx::simd
+ATTNX_TARGET_END
+#endif  // ATTNX_SIMD_X86

@@ -1,14 +1,23 @@
-// attnx fused attention: AVX-512 vectors (16 floats / 8 doubles, 32 registers).
-//
-// Included by flash_attention.hpp inside namespace attnx::kernels::detail::avx512, between a
-// push and a pop of the AVX-512 target, so these functions are compiled for AVX-512 even when
-// the translation unit is not (no include guard on purpose).
+// attnx: simd::vec<T, avx512_t>, 16 floats / 8 doubles in 32 registers. Compiled for AVX-512
+// (F, DQ, BW, VL) + FMA whatever the translation unit's flags (simd/target.hpp); run only where
+// simd::cpu_supports(isa::avx512). The operations and their NaN rules are listed in simd/vec.hpp.
+#pragma once
 
-template <class T>
+#include <cstddef>
+#include <limits>
+
+#include "attnx/simd/isa.hpp"
+#include "attnx/simd/target.hpp"
+
+#if ATTNX_SIMD_X86
+ATTNX_TARGET_AVX512_BEGIN
+namespace attnx::simd {
+
+template <class T, class I>
 struct vec;
 
 template <>
-struct vec<float> {
+struct vec<float, avx512_t> {
   using reg = __m512;
   static constexpr std::size_t W = 16;
 
@@ -23,8 +32,8 @@ struct vec<float> {
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm512_div_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
-  // a / l, and 0 where l == 0.
   static reg div_or_zero(reg a, reg l) { return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(l, zero(), _CMP_NEQ_UQ), a, l); }
   // vmaxps/vminps return their second operand when either is NaN.
   static reg max_keep(reg x, reg m) { return _mm512_maskz_max_ps(all, x, m); }
@@ -40,19 +49,15 @@ struct vec<float> {
   static bool any_pos_inf(reg m) {
     return _mm512_cmp_ps_mask(m, set1(std::numeric_limits<float>::infinity()), _CMP_EQ_OQ) != 0;
   }
-  static reg keep_below(reg x, reg lim, float j) {
-    const __mmask16 k = _mm512_cmp_ps_mask(_mm512_set1_ps(j), lim, _CMP_LT_OQ);
-    return _mm512_mask_blend_ps(k, set1(-std::numeric_limits<float>::infinity()), x);
+  static reg below_or(reg x, reg lim, float j, reg f) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_set1_ps(j), lim, _CMP_LT_OQ), f, x);
   }
 };
 
 template <>
-struct vec<double> {
+struct vec<double, avx512_t> {
   using reg = __m512d;
   static constexpr std::size_t W = 8;
-
-  // The all-lanes mask forms of max/min/roundscale/scalef: GCC 12's unmasked ones warn
-  // -Wmaybe-uninitialized (its _mm512_undefined_*), and they compile to the same instruction.
   static constexpr __mmask8 all = static_cast<__mmask8>(~0u);
 
   static reg zero() { return _mm512_setzero_pd(); }
@@ -62,6 +67,7 @@ struct vec<double> {
   static reg add(reg a, reg b) { return _mm512_add_pd(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_pd(a, b); }
   static reg mul(reg a, reg b) { return _mm512_mul_pd(a, b); }
+  static reg div(reg a, reg b) { return _mm512_div_pd(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_pd(a, b, c); }
   static reg div_or_zero(reg a, reg l) { return _mm512_maskz_div_pd(_mm512_cmp_pd_mask(l, zero(), _CMP_NEQ_UQ), a, l); }
   static reg max_keep(reg x, reg m) { return _mm512_maskz_max_pd(all, x, m); }
@@ -76,14 +82,11 @@ struct vec<double> {
   static bool any_pos_inf(reg m) {
     return _mm512_cmp_pd_mask(m, set1(std::numeric_limits<double>::infinity()), _CMP_EQ_OQ) != 0;
   }
-  static reg keep_below(reg x, reg lim, double j) {
-    const __mmask8 k = _mm512_cmp_pd_mask(_mm512_set1_pd(j), lim, _CMP_LT_OQ);
-    return _mm512_mask_blend_pd(k, set1(-std::numeric_limits<double>::infinity()), x);
+  static reg below_or(reg x, reg lim, double j, reg f) {
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(_mm512_set1_pd(j), lim, _CMP_LT_OQ), f, x);
   }
 };
 
-// 32 registers: 24 accumulators + NI loads (+ broadcasts folded into the FMAs).
-template <class T>
-struct tile {
-  static constexpr std::size_t NI = 3, NJ = 8, NC = 8, BC = 128;
-};
+}  // namespace attnx::simd
+ATTNX_TARGET_END
+#endif  // ATTNX_SIMD_X86

@@ -1,0 +1,230 @@
+// attnx: the process's worker threads, shared by every context, every kernel and every caller.
+//
+// A parallel run asks for `slots` threads: slot 0 runs on the calling thread, slots 1 .. slots-1 on
+// pool workers that are free at that moment or become free while the run lasts. A slot that no worker
+// has taken by the time slot 0 finishes is never run, so a job must share its work through a counter
+// that any subset of its slots drains (exec::parallel_for does). Consequences:
+//   - concurrent callers never wait for each other: each always works on its own run, and free
+//     workers help whichever runs still have slots to give (oldest first);
+//   - nested runs (a job that starts a run) cannot deadlock: nobody waits for a slot that has not started;
+//   - the pool holds at most max_threads() - 1 workers (the CPUs this process may use, by default), so
+//     no setting can make it start more.
+// The pool is created on first use and never destroyed: its workers sleep on a condition variable and
+// end with the process (no static destructor runs at exit while another thread may be computing).
+// After fork() the child abandons the parent's pool (its workers do not exist there) and builds a new
+// one on first use, so a child can evaluate with threads and exit normally.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#define ATTNX_EXEC_PTHREAD 1
+#else
+#define ATTNX_EXEC_PTHREAD 0
+#endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace attnx::exec {
+
+// The CPUs this process may run on (its affinity mask on Linux), else std::thread::hardware_concurrency(),
+// and at least 1. Read once.
+inline unsigned hardware_threads() noexcept {
+  static const unsigned n = [] {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+      const int c = CPU_COUNT(&set);
+      if (c > 0) return static_cast<unsigned>(c);
+    }
+#endif
+    return std::max(1u, std::thread::hardware_concurrency());
+  }();
+  return n;
+}
+
+// A bound on the threads any run may use, workers and caller together (context::set_threads clamps to
+// it). Requests above it are not an error: they get max_threads().
+inline constexpr unsigned max_threads_limit = 1024;
+namespace detail {
+inline std::atomic<unsigned> max_threads_setting{0};  // 0: hardware_threads()
+}
+inline unsigned max_threads() noexcept {
+  const unsigned n = detail::max_threads_setting.load(std::memory_order_relaxed);
+  return n ? n : hardware_threads();
+}
+// Raise or lower the bound (deliberate oversubscription, or a process that must stay on fewer CPUs).
+// Workers already started stay; no new ones start beyond the bound. 0 restores the default.
+inline void set_max_threads(unsigned n) {
+  if (n > max_threads_limit)
+    throw std::invalid_argument("attnx: set_max_threads: " + std::to_string(n) + " threads requested, at most " +
+                                std::to_string(max_threads_limit) + " allowed");
+  detail::max_threads_setting.store(n, std::memory_order_relaxed);
+}
+
+class thread_pool {
+ public:
+  using job_fn = void (*)(void* arg, unsigned slot);
+
+  // The process's pool.
+  static thread_pool& instance() {
+    thread_pool* p = current().load(std::memory_order_acquire);
+    if (p) return *p;
+#if ATTNX_EXEC_PTHREAD
+    static std::once_flag registered;
+    std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, &abandon_in_child); });
+#endif
+    auto* fresh = new thread_pool;
+    if (current().compare_exchange_strong(p, fresh, std::memory_order_acq_rel)) return *fresh;
+    delete fresh;  // another thread was first (no worker started yet)
+    return *p;
+  }
+
+  // Runs fn(arg, slot) for slot 0 here and slots 1 .. slots-1 on free workers (see the top of this file);
+  // returns the number of slots that ran. An exception from any slot is rethrown here once every slot
+  // that started has finished (the first one wins).
+  unsigned run(unsigned slots, job_fn fn, void* arg) {
+    if (slots <= 1) {
+      fn(arg, 0);
+      return 1;
+    }
+    task t;
+    t.fn = fn;
+    t.arg = arg;
+    t.slots = slots;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      grow(slots - 1);
+      push(&t);
+    }
+    for (unsigned i = 1; i < slots; ++i) work_.notify_one();
+    std::exception_ptr error;
+    try {
+      fn(arg, 0);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (t.open) remove(&t);
+    done_.wait(lock, [&] { return t.running == 0; });
+    const unsigned ran = t.next;
+    if (!error) error = t.error;
+    lock.unlock();
+    if (error) std::rethrow_exception(error);
+    return ran;
+  }
+
+  // Workers started so far.
+  unsigned workers() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<unsigned>(threads_.size());
+  }
+
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+ private:
+  struct task {
+    job_fn fn = nullptr;
+    void* arg = nullptr;
+    unsigned slots = 0;
+    unsigned next = 1;     // the next slot to give out (slot 0 is the caller's)
+    unsigned running = 0;  // slots running on workers
+    bool open = true;      // in the queue: still has slots to give
+    std::exception_ptr error;
+    task* link = nullptr;
+  };
+
+  thread_pool() = default;
+
+  static std::atomic<thread_pool*>& current() {
+    static std::atomic<thread_pool*> p{nullptr};
+    return p;
+  }
+  // Pools left behind by fork(): kept reachable (leak checkers stay quiet), never touched again.
+  static std::atomic<thread_pool*>& abandoned() {
+    static std::atomic<thread_pool*> p{nullptr};
+    return p;
+  }
+  static void abandon_in_child() {
+    thread_pool* p = current().exchange(nullptr, std::memory_order_acq_rel);
+    if (p) {
+      p->previous_ = abandoned().load(std::memory_order_relaxed);
+      abandoned().store(p, std::memory_order_relaxed);
+    }
+  }
+
+  // Starts workers until there are n (bounded by max_threads() - 1); a thread that cannot be started
+  // leaves the pool smaller, which only means fewer helpers.
+  void grow(unsigned n) {
+    n = std::min(n, max_threads() - 1);
+    while (threads_.size() < n) {
+      try {
+        threads_.emplace_back([this] { work(); });
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+  }
+  void push(task* t) {
+    if (tail_) tail_->link = t;
+    else head_ = t;
+    tail_ = t;
+  }
+  void remove(task* t) {
+    task** pp = &head_;
+    task* prev = nullptr;
+    while (*pp && *pp != t) {
+      prev = *pp;
+      pp = &(*pp)->link;
+    }
+    if (*pp) {
+      *pp = t->link;
+      if (tail_ == t) tail_ = prev;
+    }
+    t->link = nullptr;
+    t->open = false;
+  }
+
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      work_.wait(lock, [this] { return head_ != nullptr; });
+      task* t = head_;
+      const unsigned slot = t->next++;
+      if (t->next == t->slots) remove(t);
+      ++t->running;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        t->fn(t->arg, slot);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      if (error && !t->error) t->error = error;
+      if (--t->running == 0) done_.notify_all();  // t may be gone once the lock is released
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_, done_;
+  std::vector<std::thread> threads_;  // never joined: the pool lives as long as the process
+  task* head_ = nullptr;              // runs with slots to give, oldest first
+  task* tail_ = nullptr;
+  thread_pool* previous_ = nullptr;   // the chain of pools abandoned by fork()
+};
+
+}  // namespace attnx::exec

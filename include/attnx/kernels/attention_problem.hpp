@@ -1,0 +1,97 @@
+// attnx: what the fused attention kernel computes, described as data.
+//
+// For every batch item b < batch and head h < heads, with K/V head g = h / (heads / kv_heads):
+//   s_ij = score program applied to q_i . k_j          (q_i row i of Q(b, h), k_j row j of K(b, g))
+//   o_i  = sum_j softmax_j(s_i.) v_j                    (v_j row j of V(b, g))
+// The score program is the expression's own chain, innermost first: multiplications and divisions by
+// numbers (scale, temperature), masks that replace blocked scores by their fill value (causal,
+// key lengths, key padding, boolean) and additive masks (biases). Applying the steps in the order the
+// expression has them is what makes the kernel agree with the row-by-row evaluator on every special
+// value (docs/design.md, "Semantics of special values"). softmax has the evaluator's rules: a row of
+// -inf gives 0, NaN makes the row NaN, +inf entries share the weight.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "attnx/kernels/strided.hpp"
+
+namespace attnx::kernels {
+
+enum class causal_kind {
+  top_left,     // key j visible to query i iff j <= i                (PyTorch is_causal)
+  bottom_right  // key j visible to query i iff j <= i + (Lk - Lq)    (FlashAttention-2)
+};
+
+enum class step_kind : unsigned char {
+  multiply,             // s *= value
+  divide,               // s /= value
+  causal_top_left,      // j > i: s = value (the fill)
+  causal_bottom_right,  // j > i + Lk - Lq: s = value
+  key_lengths,          // j >= lengths[b]: s = value
+  key_padding,          // j >= length: s = value
+  boolean_mask,         // !mask(b, h, i, j): s = value
+  additive_mask         // s += bias(b, h, i, j)
+};
+
+template <class T>
+struct score_step {
+  step_kind kind = step_kind::multiply;
+  T value = T(1);                         // factor, divisor or fill
+  std::size_t length = 0;                 // key_padding
+  const std::size_t* lengths = nullptr;   // key_lengths: one per batch item, each <= Lk
+  broadcast<const bool> mask{};           // boolean_mask: true = allowed
+  broadcast<const T> bias{};              // additive_mask
+};
+
+inline constexpr std::size_t max_score_steps = 8;
+
+template <class T>  // float or double
+struct attention_problem {
+  strided<const T> q;  // (batch, heads, lq, dk)
+  strided<const T> k;  // (batch, kv_heads, lk, dk)
+  strided<const T> v;  // (batch, kv_heads, lk, dv)
+  strided<T> o;        // (batch, heads, lq, dv)
+  std::size_t batch = 1, heads = 1, kv_heads = 1, lq = 0, lk = 0, dk = 0, dv = 0;
+  std::array<score_step<T>, max_score_steps> steps{};
+  std::size_t n_steps = 0;
+
+  // The program, built step by step (each call appends; at most max_score_steps).
+  attention_problem& multiply(T factor) { return push({step_kind::multiply, factor}); }
+  attention_problem& divide(T divisor) { return push({step_kind::divide, divisor}); }
+  attention_problem& causal(causal_kind c, T fill = -std::numeric_limits<T>::infinity()) {
+    return push({c == causal_kind::top_left ? step_kind::causal_top_left : step_kind::causal_bottom_right, fill});
+  }
+  attention_problem& key_lengths(const std::size_t* lengths, T fill = -std::numeric_limits<T>::infinity()) {
+    score_step<T> s{step_kind::key_lengths, fill};
+    s.lengths = lengths;
+    return push(s);
+  }
+  attention_problem& key_padding(std::size_t length, T fill = -std::numeric_limits<T>::infinity()) {
+    score_step<T> s{step_kind::key_padding, fill};
+    s.length = length;
+    return push(s);
+  }
+  attention_problem& boolean_mask(broadcast<const bool> m, T fill = -std::numeric_limits<T>::infinity()) {
+    score_step<T> s{step_kind::boolean_mask, fill};
+    s.mask = m;
+    return push(s);
+  }
+  attention_problem& additive_mask(broadcast<const T> bias) {
+    score_step<T> s{step_kind::additive_mask, T(0)};
+    s.bias = bias;
+    return push(s);
+  }
+  attention_problem& push(const score_step<T>& s) {
+    if (n_steps == max_score_steps)
+      throw std::length_error("attnx::kernels::attention_problem: more than " + std::to_string(max_score_steps) +
+                              " score steps");
+    steps[n_steps++] = s;
+    return *this;
+  }
+};
+
+}  // namespace attnx::kernels

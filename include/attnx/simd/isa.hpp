@@ -1,0 +1,105 @@
+// attnx: instruction sets, and which ones this CPU can run.
+//
+// Every build contains every path (the vector ones are compiled under fixed target pragmas, see
+// simd/target.hpp); which one runs is decided at run time from cpuid, never from the compiler's
+// -march. Nothing in attnx tests __AVX2__, __AVX512F__ or similar macros, so translation units built
+// with different flags see the same definitions (the one-definition rule holds) and agree on the path.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define ATTNX_SIMD_X86 1
+#else
+#define ATTNX_SIMD_X86 0
+#endif
+
+namespace attnx::simd {
+
+// Ordered from least to most capable.
+enum class isa : unsigned char { scalar, avx2, avx512 };
+inline constexpr std::array<isa, 3> all_isas{isa::scalar, isa::avx2, isa::avx512};
+
+// The instruction sets as types, for code templated on its vector path (simd::vec<T, I>).
+struct scalar_t {
+  static constexpr isa id = isa::scalar;
+};
+struct avx2_t {
+  static constexpr isa id = isa::avx2;
+};
+struct avx512_t {
+  static constexpr isa id = isa::avx512;
+};
+
+constexpr std::string_view name(isa i) noexcept {
+  return i == isa::avx512 ? "avx512" : i == isa::avx2 ? "avx2" : "scalar";
+}
+
+// "scalar", "avx2", "avx512" (as ATTNX_ISA takes them); nullopt for anything else.
+constexpr std::optional<isa> parse(std::string_view s) noexcept {
+  for (isa i : all_isas)
+    if (s == name(i)) return i;
+  return std::nullopt;
+}
+
+// Whether this build has the path at all: the vector paths exist on x86 (GCC or Clang) only.
+constexpr bool compiled(isa i) noexcept { return i == isa::scalar || ATTNX_SIMD_X86; }
+
+namespace detail {
+struct cpu_features {
+  bool avx2 = false, avx512 = false;
+};
+inline cpu_features read_cpu() noexcept {
+  cpu_features f;
+#if ATTNX_SIMD_X86
+  __builtin_cpu_init();  // may run before libgcc's own initialiser (static initialisation)
+  // __builtin_cpu_supports also checks that the OS saves the vector registers (XGETBV).
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#endif
+  return f;
+}
+}  // namespace detail
+
+// Whether this CPU (and this build) can run the path. Read once per process.
+inline bool cpu_supports(isa i) noexcept {
+  static const detail::cpu_features f = detail::read_cpu();
+  switch (i) {
+    case isa::scalar: return true;
+    case isa::avx2: return f.avx2;
+    case isa::avx512: return f.avx512;
+  }
+  return false;
+}
+
+// The most capable path this CPU can run.
+inline isa best_supported() noexcept {
+  return cpu_supports(isa::avx512) ? isa::avx512 : cpu_supports(isa::avx2) ? isa::avx2 : isa::scalar;
+}
+
+// Every path this CPU can run, least capable first (what the tests iterate over).
+inline std::vector<isa> supported() {
+  std::vector<isa> out;
+  for (isa i : all_isas)
+    if (cpu_supports(i)) out.push_back(i);
+  return out;
+}
+
+// "avx512, avx2, scalar": for messages.
+inline std::string supported_list() {
+  std::string out;
+  for (auto it = all_isas.rbegin(); it != all_isas.rend(); ++it)
+    if (cpu_supports(*it)) {
+      if (!out.empty()) out += ", ";
+      out += name(*it);
+    }
+  return out;
+}
+
+}  // namespace attnx::simd

@@ -1,0 +1,115 @@
+// attnx: the SIMD layer shared by the kernels. simd::vec<T, I> is a vector of T for instruction set I
+// (simd::scalar_t, avx2_t, avx512_t), with the operations the kernels need and their NaN rules:
+//
+//   W                       lanes
+//   zero, set1, load, store (aligned), add, sub, mul, div, fmadd(a, b, c) = a * b + c
+//   div_or_zero(a, l)       a / l, and 0 where l == 0
+//   max_keep(x, m)          max, m where x is NaN (x86 maxps: NaN -> second operand)
+//   min_pass(c, x), max_pass(c, x)   min/max with a constant c, x where x is NaN
+//   round_nearest(x)        to the nearest integer (ties to even), NaN kept
+//   scale_pow2(p, n)        p * 2^n for integral n in [2 * min_exponent, max_exponent], subnormal
+//                           results rounded once, NaN kept
+//   neg_inf_to_zero(m)      0 where m == -inf
+//   any_pos_inf(m)          whether any lane is +inf
+//   below_or(x, lim, j, f)  x in the lanes where j < lim, f elsewhere
+//
+// The vector specialisations live in simd/vec_avx2.hpp and simd/vec_avx512.hpp, each compiled for its
+// instruction set (simd/target.hpp); code that uses them must itself be compiled for that set.
+// simd::portable_vec<T> is a 16-byte vector of the GCC/Clang vector extension (SSE2 on any x86-64) with
+// the few operations of the GEMM's portable path.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "attnx/simd/isa.hpp"
+#include "attnx/simd/target.hpp"
+
+namespace attnx::simd {
+
+template <class T, class I>
+struct vec;
+
+// One lane: the portable path, with the same operations and NaN rules as the vector ones, so that the
+// kernels are one source for every instruction set.
+template <class T>
+struct vec<T, scalar_t> {
+  using reg = T;
+  static constexpr std::size_t W = 1;
+
+  static reg zero() { return T(0); }
+  static reg set1(T x) { return x; }
+  static reg load(const T* p) { return *p; }
+  static void store(T* p, reg x) { *p = x; }
+  static reg add(reg a, reg b) { return a + b; }
+  static reg sub(reg a, reg b) { return a - b; }
+  static reg mul(reg a, reg b) { return a * b; }
+  static reg div(reg a, reg b) { return a / b; }
+  static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
+  static reg div_or_zero(reg a, reg l) { return l == T(0) ? T(0) : a / l; }
+  static reg max_keep(reg x, reg m) { return x > m ? x : m; }
+  static reg min_pass(reg c, reg x) { return c < x ? c : x; }
+  static reg max_pass(reg c, reg x) { return c > x ? c : x; }
+  static reg round_nearest(reg x) { return x == x ? std::nearbyint(x) : x; }
+  static reg scale_pow2(reg p, reg n) {  // two exact steps: subnormal results are not flushed
+    if (n != n) return n;
+    const int e = static_cast<int>(n), e1 = e / 2, e2 = e - e1;
+    return p * pow2(e1) * pow2(e2);
+  }
+  static reg neg_inf_to_zero(reg m) { return m == -std::numeric_limits<T>::infinity() ? T(0) : m; }
+  static bool any_pos_inf(reg m) { return m == std::numeric_limits<T>::infinity(); }
+  static reg below_or(reg x, reg lim, T j, reg f) { return j < lim ? x : f; }
+
+ private:
+  static T pow2(int e) {  // 2^e for e in the normal exponent range
+    using bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    constexpr int mant = std::numeric_limits<T>::digits - 1;
+    constexpr int bias = std::numeric_limits<T>::max_exponent - 1;
+    return std::bit_cast<T>(static_cast<bits>(static_cast<bits>(e + bias) << mant));
+  }
+};
+
+// 16 bytes of T through the compiler's vector extension (one lane where there is none).
+#if defined(__GNUC__) || defined(__clang__)
+namespace detail {
+template <class T>
+struct vector16;
+template <>
+struct vector16<float> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct vector16<double> {
+  typedef double type __attribute__((vector_size(16)));
+};
+}  // namespace detail
+template <class T>
+struct portable_vec {
+  using reg = typename detail::vector16<T>::type;
+  static constexpr std::size_t W = 16 / sizeof(T);
+  static reg zero() { return reg{}; }
+  static reg set1(T x) { return reg{} + x; }
+  static reg load(const T* p) {
+    reg r;
+    std::memcpy(&r, p, sizeof r);
+    return r;
+  }
+  static void store(T* p, reg x) { std::memcpy(p, &x, sizeof x); }
+  static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
+};
+#else
+template <class T>
+using portable_vec = vec<T, scalar_t>;
+#endif
+
+}  // namespace attnx::simd
+
+#if ATTNX_SIMD_X86
+#include "attnx/simd/vec_avx2.hpp"
+#include "attnx/simd/vec_avx512.hpp"
+#endif
