@@ -1,7 +1,7 @@
 // attnx benchmarks: attention written as an attnx expression on views,
 //   attnx::evaluate(softmax(scale(Q * transpose(K), s)) * V)      (with mask(..., causal) when causal)
 // evaluated two ways, one thread each, one instantiation per (L, d):
-//   BM_attnx_eval  the row-by-row expression evaluator (attnx::fused_enabled = false): unfused
+//   BM_attnx_eval  the row-by-row expression evaluator (a context with the fused path off): unfused
 //   BM_attnx_expr  the same expression dispatched to the fused kernel (eval/fused.hpp): what a user
 //                  of the expression API gets; its gap to BM_fused is the dispatch overhead
 #include <string>
@@ -16,22 +16,19 @@ void BM_attnx(benchmark::State& state) {
   bench::qkv x(L, D);
   const attnx::view<const float, L, D> Q(x.q), K(x.k), V(x.v);
   const float s = x.scale();
-  attnx::fused_enabled = Fused;
-  attnx::set_threads(1);
-  const std::size_t runs0 = attnx::fused_runs;
+  attnx::context ctx;
+  ctx.set_fused(Fused).set_threads(1);
   for (auto _ : state) {
     if constexpr (Causal) {
-      auto r = attnx::evaluate(attnx::softmax(attnx::mask(attnx::scale(Q * attnx::transpose(K), s), attnx::causal)) * V);
+      auto r = attnx::evaluate(attnx::softmax(attnx::mask(attnx::scale(Q * attnx::transpose(K), s), attnx::causal)) * V, ctx);
       benchmark::DoNotOptimize(r.data());
     } else {
-      auto r = attnx::evaluate(attnx::softmax(attnx::scale(Q * attnx::transpose(K), s)) * V);
+      auto r = attnx::evaluate(attnx::softmax(attnx::scale(Q * attnx::transpose(K), s)) * V, ctx);
       benchmark::DoNotOptimize(r.data());
     }
     benchmark::ClobberMemory();
   }
-  const bool took_fused_path = attnx::fused_runs != runs0;
-  attnx::fused_enabled = true;
-  attnx::set_threads(0);
+  const bool took_fused_path = ctx.fused_runs() != 0;
   if (took_fused_path != Fused) state.SkipWithError(Fused ? "the fused path was not taken" : "the fused path was taken");
   bench::set_counters(state, L, D, Causal, 1);
 }

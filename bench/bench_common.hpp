@@ -24,22 +24,17 @@ struct qkv {
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(d)); }
 };
 
-inline attnx::kernels::attention_problem<float> problem(qkv& x, bool causal, unsigned threads) {
-  attnx::kernels::attention_problem<float> p{};
+inline attnx::kernels::attention_problem<float> problem(qkv& x, bool causal) {
+  attnx::kernels::attention_problem<float> p;
   const auto d = static_cast<std::ptrdiff_t>(x.d);
-  p.q = x.q.data();
-  p.q_row_stride = d;
-  p.k = x.k.data();
-  p.k_row_stride = d;
-  p.v = x.v.data();
-  p.v_row_stride = d;
-  p.o = x.o.data();
-  p.o_row_stride = d;
+  p.q = {x.q.data(), 0, 0, d};
+  p.k = {x.k.data(), 0, 0, d};
+  p.v = {x.v.data(), 0, 0, d};
+  p.o = {x.o.data(), 0, 0, d};
   p.lq = p.lk = x.L;
   p.dk = p.dv = x.d;
-  p.scale = x.scale();
-  p.causal = causal ? attnx::kernels::causal_kind::top_left : attnx::kernels::causal_kind::none;
-  p.threads = threads;
+  p.multiply(x.scale());
+  if (causal) p.causal(attnx::kernels::causal_kind::top_left);
   return p;
 }
 

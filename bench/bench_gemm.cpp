@@ -5,12 +5,13 @@
 //                               attnx materialises K^T once, OpenBLAS/Eigen read K transposed)
 //   bias         C = X W + b    (the projection as the module writes it: the product inside a chain)
 // Implementations (the `impl` field of the name):
-//   attnx        the evaluator's blocked path (native instruction set of this build)
-//   attnx_avx2   the same with the AVX2 kernel (detail::gemm_isa_override), when the CPU has it
-//   attnx_axpy   kernels::gemm_enabled = false: one output row at a time, axpy over the rows of B
+//   attnx        the evaluator's blocked path (the best instruction set of this CPU, chosen at run time)
+//   attnx_2t     the same on two threads (row blocks split across them; wall time)
+//   attnx_avx2   the same with the AVX2 kernel (a context with set_isa(avx2)), when the CPU has it
+//   attnx_axpy   a context with blocked_gemm off: one output row at a time, axpy over the rows of B
 //   openblas     cblas_sgemm / cblas_dgemm, openblas_set_num_threads(1)
 //   eigen        row-major Eigen::Matrix, C.noalias() = A * B (built without OpenMP)
-// FLOPS = 2 M K N per iteration (CPU time). Run OpenBLAS without OPENBLAS_CORETYPE for its AVX-512 kernel.
+// FLOPS = 2 M K N per iteration (CPU time; wall time for attnx_2t). Run OpenBLAS without OPENBLAS_CORETYPE for its AVX-512 kernel.
 #include <cstddef>
 #include <random>
 #include <string>
@@ -30,14 +31,13 @@
 
 namespace {
 
-namespace kd = attnx::kernels::detail;
-
-enum class impl { attnx, attnx_avx2, attnx_axpy, openblas, eigen };
+enum class impl { attnx, attnx_2t, attnx_avx2, attnx_axpy, openblas, eigen };
 enum class kind { projection, scores, bias };
 
 const char* impl_name(impl i) {
   switch (i) {
     case impl::attnx: return "attnx";
+    case impl::attnx_2t: return "attnx_2t";
     case impl::attnx_avx2: return "attnx_avx2";
     case impl::attnx_axpy: return "attnx_axpy";
     case impl::openblas: return "openblas";
@@ -78,12 +78,14 @@ void BM_product(benchmark::State& state, impl which) {
   fill(B.data(), B.size, 2);
   fill(bias.data(), bias.size, 3);
 
-  if (which == impl::attnx_avx2 && !kd::isa_supported(kd::isa::avx2)) {
+  if (which == impl::attnx_avx2 && !attnx::simd::cpu_supports(attnx::simd::isa::avx2)) {
     state.SkipWithError("no AVX2 on this CPU");
     return;
   }
-  attnx::kernels::gemm_enabled = which != impl::attnx_axpy;
-  kd::gemm_isa_override = which == impl::attnx_avx2 ? int(kd::isa::avx2) : -1;
+  attnx::context ctx;
+  ctx.set_blocked_gemm(which != impl::attnx_axpy).set_threads(which == impl::attnx_2t ? 2 : 1);
+  if (which == impl::attnx_avx2) ctx.set_isa(attnx::simd::isa::avx2);
+  const attnx::context_scope use(ctx);
   openblas_set_num_threads(1);
 #if ATTNX_BENCH_EIGEN
   using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -101,6 +103,7 @@ void BM_product(benchmark::State& state, impl which) {
   for (auto _ : state) {
     switch (which) {
       case impl::attnx:
+      case impl::attnx_2t:
       case impl::attnx_avx2:
       case impl::attnx_axpy:
         if constexpr (Kind == kind::scores) C = A * attnx::transpose(B);
@@ -134,24 +137,24 @@ void BM_product(benchmark::State& state, impl which) {
     benchmark::DoNotOptimize(C.data());
     benchmark::ClobberMemory();
   }
-  attnx::kernels::gemm_enabled = true;
-  kd::gemm_isa_override = -1;
   state.counters["FLOPS"] = benchmark::Counter(2.0 * double(M) * double(K) * double(N), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["M"] = double(M);
   state.counters["K"] = double(K);
   state.counters["N"] = double(N);
-  state.counters["threads"] = 1;
+  state.counters["threads"] = which == impl::attnx_2t ? 2 : 1;
   if (which == impl::openblas) state.SetLabel(openblas_get_corename());
+  if (which == impl::attnx || which == impl::attnx_2t) state.SetLabel(std::string(attnx::simd::name(ctx.isa())));
 }
 
 template <class T, kind Kind, std::size_t M, std::size_t K, std::size_t N>
 void add() {
-  for (impl i : {impl::attnx, impl::attnx_avx2, impl::attnx_axpy, impl::openblas, impl::eigen}) {
+  for (impl i : {impl::attnx, impl::attnx_2t, impl::attnx_avx2, impl::attnx_axpy, impl::openblas, impl::eigen}) {
     const std::string name = std::string("BM_gemm/") + kind_name(Kind) + "/impl:" + impl_name(i) + "/T:" +
                              (sizeof(T) == 4 ? "float" : "double") + "/M:" + std::to_string(M) + "/K:" + std::to_string(K) +
                              "/N:" + std::to_string(N);
-    benchmark::RegisterBenchmark(name.c_str(), [i](benchmark::State& s) { BM_product<T, Kind, M, K, N>(s, i); })
-        ->Unit(benchmark::kMillisecond);
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), [i](benchmark::State& s) { BM_product<T, Kind, M, K, N>(s, i); });
+    b->Unit(benchmark::kMillisecond);
+    if (i == impl::attnx_2t) b->UseRealTime();
   }
 }
 

@@ -53,14 +53,15 @@ void BM_fused(benchmark::State& state) {
   const bool causal = state.range(2) != 0;
   const auto threads = unsigned(state.range(3));
   qkv x(L, d);
-  const auto p = bench::problem(x, causal, threads);
+  const auto p = bench::problem(x, causal);
+  const attnx::simd::isa isa = attnx::default_context().isa();
   for (auto _ : state) {
-    attnx::kernels::flash_attention(p);
+    attnx::kernels::flash_attention(p, isa, threads);
     benchmark::DoNotOptimize(x.o.data());
     benchmark::ClobberMemory();
   }
   bench::set_counters(state, L, d, causal, threads);
-  state.SetLabel(attnx::kernels::detail::isa_name(attnx::kernels::detail::native_isa));
+  state.SetLabel(std::string(attnx::simd::name(isa)));
 }
 
 // ---- unfused: OpenBLAS sgemm, row softmax, sgemm ----------------------------------------------
@@ -76,11 +77,10 @@ void BM_openblas(benchmark::State& state) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dd, x.scale(), x.q.data(), dd, x.k.data(), dd, 0.0f,
                 S.data(), n);
     if (threads > 1) {  // the softmax rows split like the GEMMs: one slice per thread
-      const std::function<void(unsigned)> job = [&](unsigned t) {
+      attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) {
         const std::size_t r0 = L * t / threads, r1 = L * (t + 1) / threads;
         bench::softmax_rows(S.data() + r0 * L, r1 - r0, L, L, causal, r0);
-      };
-      attnx::kernels::detail::parallel_run(threads, job);
+      });
     } else {
       bench::softmax_rows(S.data(), L, L, L, causal);
     }

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   const long before = peak_rss_kib();
   const auto t0 = std::chrono::steady_clock::now();
   if (fused) {
-    attnx::kernels::flash_attention(bench::problem(x, false, threads));
+    attnx::kernels::flash_attention(bench::problem(x, false), attnx::default_context().isa(), threads);
   } else {
     openblas_set_num_threads(int(threads));
     std::vector<float> S(L * L);

@@ -21,9 +21,9 @@ int main(int argc, char** argv) {
   double best[3] = {1e300, 1e300, 1e300};
   for (int r = 0; r < rounds; ++r)
     for (unsigned t = 1; t <= 2; ++t) {
-      const auto p = bench::problem(x, causal, t);
+      const auto p = bench::problem(x, causal);
       const auto t0 = std::chrono::steady_clock::now();
-      attnx::kernels::flash_attention(p);
+      attnx::kernels::flash_attention(p, attnx::default_context().isa(), t);
       best[t] = std::min(best[t], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   std::printf("{\"L\": %zu, \"d\": %zu, \"causal\": %d, \"rounds\": %d, \"best_1t_s\": %.6g, \"best_2t_s\": %.6g, "

@@ -54,7 +54,12 @@ std::size_t step_limit(const score_step<T>& s, const attention_problem<T>& p, st
 }
 
 // What the kernel makes of the score program, once per call.
-//  - A first multiplication is folded into the store of the scores.
+//  - Fast path: when the program is a multiplication by a positive normal number s followed only by
+//    masks that fill with -inf (the common case), the kernel keeps the raw dots q . k, takes the row max of
+//    s * dot (= s * max dot), and computes the weights as 2^(dot * s log2 e - m log2 e) with one FMA: the
+//    scaled scores s * dot themselves are never rounded, which changes nothing but rounding.
+//  - Otherwise a first multiplication is folded into the store of the scores and the other steps run
+//    on the tile.
 //  - x / d becomes x * (1/d) when 1/d is a normal number, or d is 0, inf or NaN: the results are the same
 //    but for rounding (1 ulp); a division stays a division when 1/d would overflow or be subnormal.
 //  - Skipping: the keys a limit step blocks (causal, key lengths, key padding) need not be read at all
@@ -71,6 +76,7 @@ struct score_plan {
   std::size_t n = 0;
   T folded = T(1);
   std::size_t first = 0;  // the first step applied as a pass over the scores
+  bool fast = false;      // raw dots in the tile, `folded` applied in the exponent
   std::array<std::size_t, max_score_steps> limits{};  // indices of the limit steps
   std::array<bool, max_score_steps> skippable{};      // per limit step
   std::size_t n_limits = 0;
@@ -102,6 +108,10 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
     plan.folded = plan.steps[0].value;
     plan.first = 1;
   }
+  plan.fast = plan.folded > T(0) && std::isnormal(plan.folded) &&
+              std::all_of(plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.first),
+                          plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.n),
+                          [](const score_step<T>& st) { return is_replace(st.kind) && st.value == -inf; });
   std::array<bool, max_score_steps> poisoned{};
   for (std::size_t li = 0; li < plan.n_limits; ++li) {
     const std::size_t t = plan.limits[li];
