@@ -12,6 +12,7 @@
 //   neg_inf_to_zero(m)      0 where m == -inf
 //   any_pos_inf(m)          whether any lane is +inf
 //   any_inf(m)              whether any lane is +inf or -inf
+//   any_abs_above(x, t)     whether any lane has |x| > t
 //   below_or(x, lim, j, f)  x in the lanes where j < lim, f elsewhere
 //
 // The vector specialisations live in simd/vec_avx2.hpp and simd/vec_avx512.hpp, each compiled for its
@@ -65,6 +66,7 @@ struct vec<T, scalar_t> {
   static reg neg_inf_to_zero(reg m) { return m == -std::numeric_limits<T>::infinity() ? T(0) : m; }
   static bool any_pos_inf(reg m) { return m == std::numeric_limits<T>::infinity(); }
   static bool any_inf(reg m) { return m == std::numeric_limits<T>::infinity() || m == -std::numeric_limits<T>::infinity(); }
+  static bool any_abs_above(reg x, T t) { return (x < 0 ? -x : x) > t; }
   static reg below_or(reg x, reg lim, T j, reg f) { return j < lim ? x : f; }
 
  private:
