@@ -3,8 +3,10 @@
 #         [-DSYSTEM_INCLUDE_DIRS=<dir>|<dir>...] [-DMODE=fail|control]
 #         [-DEXTRA_FLAGS=<flag>|<flag>...] -P compile_fail.cmake
 #
-# MODE=fail (default): compiling SOURCE with -fsyntax-only must FAIL and the
-#   compiler's output must match every regex given in the file on lines
+# MODE=fail (default): compiling SOURCE with -fsyntax-only must FAIL, print
+#   exactly ONE error (one line of the form "file:line:col: error: ..."; notes
+#   and the context lines of that error are not errors), and the compiler's
+#   output must match every regex given in the file on lines
 #     // expect: <regex>
 #   (CMake regex syntax, matched anywhere in the whole output; at least one
 #   such line is required).
@@ -109,6 +111,13 @@ if(rc EQUAL 0)
   string(APPEND problems "  the compiler accepted the code (exit code 0), it must reject it\n")
 elseif(NOT rc MATCHES "^[0-9]+$")
   string(APPEND problems "  the compiler did not run properly: ${rc}\n")
+endif()
+# One mistake, one error: count the diagnostics (g++ and clang both print "<file>:<line>:<col>: error: ").
+string(REGEX MATCHALL ":[0-9]+:[0-9]+: (fatal )?error: " error_lines "${output}")
+list(LENGTH error_lines errors)
+message(STATUS "compiler reported ${errors} error(s)")
+if(NOT errors EQUAL 1)
+  string(APPEND problems "  the compiler reported ${errors} errors; one mistake must give exactly one\n")
 endif()
 foreach(i RANGE 1 ${expects_count})
   if(NOT output MATCHES "${expect_${i}}")

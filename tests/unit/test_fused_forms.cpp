@@ -75,19 +75,27 @@ reference::score_step padding(std::size_t n, double fill) {
 
 // Evaluates e fused (the default context) and row by row, checks that the fused path ran, and compares
 // both with the reference.
+// Evaluates e fused, on every instruction set this CPU has, and row by row, checks which path ran, and
+// compares each result with the reference.
 template <class E>
 void agree(const E& e, const reference::problem& p, const char* what) {
   using R = result_t<E>;
   static_assert(is_fused_v<E>, "the form must take the fused kernel");
-  context fused, rows;
-  rows.set_fused(false);
-  const R a = evaluate(e, fused), b = evaluate(e, rows);
-  BOOST_TEST(fused.fused_runs() == 1u, what << ": the fused kernel ran");
-  BOOST_TEST(rows.fused_runs() == 0u, what << ": the row evaluator ran");
   const auto ref = reference::attention<value_t<E>>(p);
   const auto at = [](const R& t) { return [&t](std::size_t r, std::size_t c) { return t.data()[r * R::shape_type::cols + c]; }; };
-  const std::string fa = reference::check(p, ref, at(a)), fb = reference::check(p, ref, at(b));
-  BOOST_TEST(fa.empty(), what << " (fused): " << fa);
+  for (simd::isa i : simd::supported()) {
+    context fused;
+    fused.set_isa(i);
+    const R a = evaluate(e, fused);
+    BOOST_TEST(fused.fused_runs() == 1u, what << ": the fused kernel ran");
+    const std::string fa = reference::check(p, ref, at(a));
+    BOOST_TEST(fa.empty(), what << " (fused, " << simd::name(i) << "): " << fa);
+  }
+  context rows;
+  rows.set_fused(false);
+  const R b = evaluate(e, rows);
+  BOOST_TEST(rows.fused_runs() == 0u, what << ": the row evaluator ran");
+  const std::string fb = reference::check(p, ref, at(b));
   BOOST_TEST(fb.empty(), what << " (row by row): " << fb);
 }
 

@@ -106,8 +106,8 @@ class thread_pool {
     t.slots = slots;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      grow(slots - 1);
       push(&t);
+      grow(busy_ + unclaimed_);  // a worker for every slot running or waiting, if the bound allows
     }
     for (unsigned i = 1; i < slots; ++i) work_.notify_one();
     std::exception_ptr error;
@@ -182,6 +182,7 @@ class thread_pool {
     if (tail_) tail_->link = t;
     else head_ = t;
     tail_ = t;
+    unclaimed_ += t->slots - t->next;
   }
   void remove(task* t) {
     task** pp = &head_;
@@ -193,6 +194,7 @@ class thread_pool {
     if (*pp) {
       *pp = t->link;
       if (tail_ == t) tail_ = prev;
+      unclaimed_ -= t->slots - t->next;
     }
     t->link = nullptr;
     t->open = false;
@@ -204,8 +206,10 @@ class thread_pool {
       work_.wait(lock, [this] { return head_ != nullptr; });
       task* t = head_;
       const unsigned slot = t->next++;
+      --unclaimed_;
       if (t->next == t->slots) remove(t);
       ++t->running;
+      ++busy_;
       lock.unlock();
       std::exception_ptr error;
       try {
@@ -215,6 +219,7 @@ class thread_pool {
       }
       lock.lock();
       if (error && !t->error) t->error = error;
+      --busy_;
       if (--t->running == 0) done_.notify_all();  // t may be gone once the lock is released
     }
   }
@@ -224,6 +229,8 @@ class thread_pool {
   std::vector<std::thread> threads_;  // never joined: the pool lives as long as the process
   task* head_ = nullptr;              // runs with slots to give, oldest first
   task* tail_ = nullptr;
+  unsigned busy_ = 0;                 // workers running a slot
+  unsigned unclaimed_ = 0;            // slots of open runs that no worker has taken yet
   thread_pool* previous_ = nullptr;   // the chain of pools abandoned by fork()
 };
 

@@ -433,7 +433,7 @@ struct key_rows {
 };
 template <class T, class K>
 struct key_rows<T, K, true> {
-  constexpr explicit key_rows(const K& k) : t(k) {}
+  constexpr explicit key_rows(const K& k) : t(cast<T>(k)) {}
   constexpr T* data() noexcept { return t.data(); }
   constexpr const T* data() const noexcept { return t.data(); }
   basic_tensor<T, shape_of_t<K>> t;

@@ -328,9 +328,10 @@ class multi_head_attention {
 
   // The same, evaluated: an owning tensor of x's shape; with a context first, computed with that context
   // (threads, instruction set), e.g. so that two models in one program run with different settings.
-  template <class... Args>
-  constexpr auto forward(Args&&... args) const {
-    return evaluate((*this)(std::forward<Args>(args)...));
+  template <class X, class... Args>
+    requires(!std::is_same_v<std::remove_cvref_t<X>, context>)
+  constexpr auto forward(X&& x, Args&&... args) const {
+    return evaluate((*this)(std::forward<X>(x), std::forward<Args>(args)...));
   }
   template <class... Args>
   auto forward(const context& ctx, Args&&... args) const {

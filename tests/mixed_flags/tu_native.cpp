@@ -1,0 +1,3 @@
+#define MIXED_NAME run_native_flags
+#define MIXED_FLAGS "-march=native"
+#include "unit.inc"
