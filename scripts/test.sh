@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Build attnx and run its tests in three configurations:
+# Build attnx and run its tests in these configurations:
 #
 #   gcc    build/gcc    g++,     RelWithDebInfo, all tests
 #   clang  build/clang  clang++, RelWithDebInfo, all tests
 #   asan   build/asan   g++, -O1 -g, ATTNX_SANITIZE=address,undefined,
-#                       unit and example tests only
+#                       unit and example tests
+#   tsan   build/tsan   g++, -O1 -g, ATTNX_SANITIZE=thread (ThreadSanitizer),
+#                       unit and example tests (concurrent callers, changing
+#                       thread counts, fork: tests/unit/test_context.cpp)
 #
-#   scripts/test.sh                 all three
-#   scripts/test.sh gcc|clang|asan  one of them
+#   scripts/test.sh                      all of them
+#   scripts/test.sh gcc|clang|asan|tsan  one of them
 #
 # On Debian/Ubuntu it first checks the packages it needs (cmake, g++, clang,
-# libboost-dev, libboost-test-dev; ninja-build is used when present) and,
-# when run as root, installs the missing ones with apt-get.
+# libboost-dev, libboost-test-dev, nlohmann-json3-dev; ninja-build is used
+# when present) and, when run as root, installs the missing ones with apt-get.
 #
 # It goes on through every configuration even when one fails, prints a
 # summary, and ends with the line 'N passed, N failed' (ctest's counts over
@@ -29,13 +32,13 @@ usage() {
   sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
 }
 
-CONFIGS=(gcc clang asan)
+CONFIGS=(gcc clang asan tsan)
 if [ $# -gt 1 ]; then
   usage >&2
   exit 2
 elif [ $# -eq 1 ]; then
   case "$1" in
-    gcc|clang|asan) CONFIGS=("$1") ;;
+    gcc|clang|asan|tsan) CONFIGS=("$1") ;;
     -h|--help) usage; exit 0 ;;
     *) echo "test.sh: unknown configuration '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -45,7 +48,7 @@ fi
 ATTNX_SCRIPT=test.sh
 . "$ROOT/scripts/lib/packages.sh"
 
-packages=(cmake g++ libboost-dev libboost-test-dev)
+packages=(cmake g++ libboost-dev libboost-test-dev nlohmann-json3-dev)
 for c in "${CONFIGS[@]}"; do
   if [ "$c" = clang ]; then packages+=(clang); fi
 done
@@ -149,9 +152,13 @@ for c in "${CONFIGS[@]}"; do
     clang)
       run_config clang clang++ "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNX_SANITIZE= ;;
     asan)
-      run_config asan g++ "compile_fail|install" \
+      run_config asan g++ "compile_fail|headers|install" \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
         -DATTNX_SANITIZE=address,undefined ;;
+    tsan)
+      run_config tsan g++ "compile_fail|headers|install" \
+        -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+        -DATTNX_SANITIZE=thread ;;
   esac
 done
 
