@@ -11,7 +11,10 @@
 //   o_i = sum over j with w_ij != 0 of w_ij v_j.
 //
 // Where the result is unspecified (docs/design.md): a key with weight exactly 0 whose V row holds inf or
-// NaN may or may not turn the row into NaN (0 * inf); such rows are reported and not compared.
+// NaN may or may not turn the row into NaN (0 * inf); such rows are reported and not compared. "Exactly 0"
+// is in T: a weight the reference computes in double may underflow in T, and near T's smallest numbers
+// the two paths' exp may round either way, so a non-finite V row whose weight is below 2^20 times T's
+// smallest normal number makes the row unspecified too.
 //
 // check() compares an output against the reference: NaN where the reference is NaN and nowhere else,
 // infinities and exact zeros where the reference has them, and elsewhere a difference within the
@@ -142,11 +145,10 @@ result attention(const problem& p) {
         double worst_err = 0, vmax = 0;
         for (std::size_t j = 0; j < p.lk; ++j) {
           const double* vj = p.v.data() + ((b * p.kv_heads + g) * p.lk + j) * p.dv;
-          if (w[j] == 0) {
-            for (std::size_t c = 0; c < p.dv; ++c)
-              if (!std::isfinite(vj[c])) r.unspecified[row] = 1;
-            continue;
-          }
+          bool finite_v = true;
+          for (std::size_t c = 0; c < p.dv; ++c) finite_v = finite_v && std::isfinite(vj[c]);
+          if (!finite_v && w[j] / sum < double(std::numeric_limits<T>::min()) * 1048576.0) r.unspecified[row] = 1;
+          if (w[j] == 0) continue;
           w[j] /= sum;
           if (std::isfinite(s[j])) worst_err = std::max(worst_err, err[j]);
           for (std::size_t c = 0; c < p.dv; ++c) {

@@ -2,7 +2,9 @@
 // (simd::scalar_t, avx2_t, avx512_t), with the operations the kernels need and their NaN rules:
 //
 //   W                       lanes
-//   zero, set1, load, store (aligned), add, sub, mul, div, fmadd(a, b, c) = a * b + c
+//   zero, set1, load, store (aligned), add, sub, mul, div, fmadd(a, b, c) = a * b + c (fused on the
+//                           vector paths; the one-lane path leaves it to the compiler, for speed)
+//   fma_exact(a, b, c)      a * b + c with one rounding on every path
 //   div_or_zero(a, l)       a / l, and 0 where l == 0
 //   max_keep(x, m)          max, m where x is NaN (x86 maxps: NaN -> second operand)
 //   min_pass(c, x), max_pass(c, x)   min/max with a constant c, x where x is NaN
@@ -53,6 +55,7 @@ struct vec<T, scalar_t> {
   static reg mul(reg a, reg b) { return a * b; }
   static reg div(reg a, reg b) { return a / b; }
   static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
+  static reg fma_exact(reg a, reg b, reg c) { return std::fma(a, b, c); }
   static reg div_or_zero(reg a, reg l) { return l == T(0) ? T(0) : a / l; }
   static reg max_keep(reg x, reg m) { return x > m ? x : m; }
   static reg min_pass(reg c, reg x) { return c < x ? c : x; }

@@ -30,6 +30,7 @@ struct vec<float, avx2_t> {
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   static reg div(reg a, reg b) { return _mm256_div_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg fma_exact(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg div_or_zero(reg a, reg l) {
     return _mm256_blendv_ps(_mm256_div_ps(a, l), _mm256_setzero_ps(), _mm256_cmp_ps(l, _mm256_setzero_ps(), _CMP_EQ_OQ));
   }
@@ -80,6 +81,7 @@ struct vec<double, avx2_t> {
   static reg mul(reg a, reg b) { return _mm256_mul_pd(a, b); }
   static reg div(reg a, reg b) { return _mm256_div_pd(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
+  static reg fma_exact(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
   static reg div_or_zero(reg a, reg l) {
     return _mm256_blendv_pd(_mm256_div_pd(a, l), _mm256_setzero_pd(), _mm256_cmp_pd(l, _mm256_setzero_pd(), _CMP_EQ_OQ));
   }

@@ -34,6 +34,7 @@ struct vec<float, avx512_t> {
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
   static reg div(reg a, reg b) { return _mm512_div_ps(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static reg fma_exact(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
   static reg div_or_zero(reg a, reg l) { return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(l, zero(), _CMP_NEQ_UQ), a, l); }
   // vmaxps/vminps return their second operand when either is NaN.
   static reg max_keep(reg x, reg m) { return _mm512_maskz_max_ps(all, x, m); }
@@ -73,6 +74,7 @@ struct vec<double, avx512_t> {
   static reg mul(reg a, reg b) { return _mm512_mul_pd(a, b); }
   static reg div(reg a, reg b) { return _mm512_div_pd(a, b); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_pd(a, b, c); }
+  static reg fma_exact(reg a, reg b, reg c) { return _mm512_fmadd_pd(a, b, c); }
   static reg div_or_zero(reg a, reg l) { return _mm512_maskz_div_pd(_mm512_cmp_pd_mask(l, zero(), _CMP_NEQ_UQ), a, l); }
   static reg max_keep(reg x, reg m) { return _mm512_maskz_max_pd(all, x, m); }
   static reg min_pass(reg c, reg x) { return _mm512_maskz_min_pd(all, c, x); }
