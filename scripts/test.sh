@@ -8,13 +8,18 @@
 #   tsan   build/tsan   g++, -O1 -g, ATTNX_SANITIZE=thread (ThreadSanitizer),
 #                       unit and example tests (concurrent callers, changing
 #                       thread counts, fork: tests/unit/test_context.cpp)
+#   fuzz   build/fuzz   clang++ with libFuzzer + ASan + UBSan: the safetensors
+#                       loader and the kernel-vs-reference differential target,
+#                       ATTNX_FUZZ_SECONDS each (default 60; set it higher to
+#                       fuzz longer); corpus and findings in build/fuzz/fuzz/
 #
-#   scripts/test.sh                      all of them
-#   scripts/test.sh gcc|clang|asan|tsan  one of them
+#   scripts/test.sh                           all of them
+#   scripts/test.sh gcc|clang|asan|tsan|fuzz  one of them
 #
 # On Debian/Ubuntu it first checks the packages it needs (cmake, g++, clang,
-# libboost-dev, libboost-test-dev, nlohmann-json3-dev; ninja-build is used
-# when present) and, when run as root, installs the missing ones with apt-get.
+# libclang-rt-14-dev, libboost-dev, libboost-test-dev, nlohmann-json3-dev;
+# ninja-build is used when present) and, when run as root, installs the
+# missing ones with apt-get.
 #
 # It goes on through every configuration even when one fails, prints a
 # summary, and ends with the line 'N passed, N failed' (ctest's counts over
@@ -32,13 +37,13 @@ usage() {
   sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
 }
 
-CONFIGS=(gcc clang asan tsan)
+CONFIGS=(gcc clang asan tsan fuzz)
 if [ $# -gt 1 ]; then
   usage >&2
   exit 2
 elif [ $# -eq 1 ]; then
   case "$1" in
-    gcc|clang|asan|tsan) CONFIGS=("$1") ;;
+    gcc|clang|asan|tsan|fuzz) CONFIGS=("$1") ;;
     -h|--help) usage; exit 0 ;;
     *) echo "test.sh: unknown configuration '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -51,6 +56,7 @@ ATTNX_SCRIPT=test.sh
 packages=(cmake g++ libboost-dev libboost-test-dev nlohmann-json3-dev)
 for c in "${CONFIGS[@]}"; do
   if [ "$c" = clang ]; then packages+=(clang); fi
+  if [ "$c" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 done
 ensure_packages "${packages[@]}"
 
@@ -69,6 +75,8 @@ TOTAL_FAILED=0
 SUMMARY=()
 
 # run_config NAME CXX CTEST_EXCLUDE_REGEX CMAKE_ARGS...
+#   (environment: ONLY_LABEL, a ctest label to run instead of all but the excluded;
+#    ONLY_TARGETS, the targets to build instead of all)
 run_config() {
   local name="$1" cxx="$2" exclude="$3"
   shift 3
@@ -104,7 +112,12 @@ run_config() {
 
   t0=$SECONDS
   local build_ok=1
-  if ! cmake --build "$dir" -j "$JOBS" -- "${KEEP_GOING[@]}"; then
+  local targets=()
+  if [ -n "${ONLY_TARGETS:-}" ]; then
+    # shellcheck disable=SC2206
+    targets=(--target ${ONLY_TARGETS})
+  fi
+  if ! cmake --build "$dir" -j "$JOBS" "${targets[@]}" -- "${KEEP_GOING[@]}"; then
     build_ok=0
     status="FAILED"
     note="build failed; "
@@ -115,6 +128,9 @@ run_config() {
   local log="$dir/ctest-summary.log" ctest_args=(--test-dir "$dir" --output-on-failure -j "$JOBS")
   if [ -n "$exclude" ]; then
     ctest_args+=(-LE "$exclude")
+  fi
+  if [ -n "${ONLY_LABEL:-}" ]; then
+    ctest_args+=(-L "$ONLY_LABEL")
   fi
   echo "-- $name: ctest ${ctest_args[*]}"
   if ! ctest "${ctest_args[@]}" 2>&1 | tee "$log"; then
@@ -152,13 +168,19 @@ for c in "${CONFIGS[@]}"; do
     clang)
       run_config clang clang++ "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNX_SANITIZE= ;;
     asan)
-      run_config asan g++ "compile_fail|headers|install" \
+      run_config asan g++ "compile_fail|headers|install|fuzz" \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
         -DATTNX_SANITIZE=address,undefined ;;
     tsan)
-      run_config tsan g++ "compile_fail|headers|install" \
+      run_config tsan g++ "compile_fail|headers|install|fuzz" \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
         -DATTNX_SANITIZE=thread ;;
+    fuzz)
+      ONLY_LABEL=fuzz ONLY_TARGETS="fuzz_safetensors fuzz_kernel test_safetensors" \
+        run_config fuzz clang++ "" \
+        -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
+        -DATTNX_BUILD_FUZZ=ON -DATTNX_BUILD_EXAMPLES=OFF \
+        -DATTNX_FUZZ_SECONDS="${ATTNX_FUZZ_SECONDS:-60}" ;;
   esac
 done
 

@@ -262,3 +262,77 @@ BOOST_AUTO_TEST_CASE(wrong_shape_names_both_shapes) {
   using W16x8 = tensor<float, 16, 8>;
   BOOST_CHECK_NO_THROW((void)f.load_transposed<W16x8>("w"));
 }
+
+// ---- sizes that overflow, entries named twice, entries that overlap ---------------------------------------
+// shape x dtype size is counted with every product checked: before, [2^62] F32 with offsets [0, 0] wrapped
+// around to 0 bytes and was accepted, and [2^61 + 1, 8] F64 with [0, 64] gave elements() == 8.
+BOOST_AUTO_TEST_CASE(sizes_that_overflow_are_refused) {
+  auto bad = [](const std::string& name, const std::string& header, std::size_t data, std::initializer_list<std::string> frags) {
+    const auto p = write_raw(name + ".safetensors", header, std::vector<unsigned char>(data, 0));
+    throws<st::format_error>([&] { st::file f(p); }, frags);
+  };
+  bad("wrap_f32", R"({"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0,
+      {"tensor 'x'", "[4611686018427387904]", "more bytes than a size_t can count"});
+  bad("wrap_f64", R"({"x":{"dtype":"F64","shape":[2305843009213693953,8],"data_offsets":[0,64]}})", 64,
+      {"more bytes than a size_t can count"});
+  bad("wrap_product", R"({"x":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0,
+      {"more bytes than a size_t can count"});
+  // A zero extent makes no bytes, whatever the others: accepted, and empty.
+  const auto z = write_raw("zero_extent.safetensors", R"({"x":{"dtype":"F32","shape":[4611686018427387904,0],"data_offsets":[0,0]}})", {});
+  const st::file f(z);
+  BOOST_TEST(f.info("x").elements() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(entries_named_twice_or_overlapping_are_refused) {
+  const auto twice = write_raw(
+      "twice.safetensors",
+      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      f32_bytes({1, 2}));
+  throws<st::format_error>([&] { st::file f(twice); }, {"the entry 'x' appears twice"});
+  const auto overlap = write_raw(
+      "overlap.safetensors",
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      f32_bytes({1, 2, 3}));
+  throws<st::format_error>([&] { st::file f(overlap); }, {"tensors 'a' and 'b' overlap", "bytes 0..8 and 4..12"});
+  const auto same = write_raw(
+      "same_bytes.safetensors",
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+      f32_bytes({1}));
+  throws<st::format_error>([&] { st::file f(same); }, {"overlap"});
+  // Empty tensors take no bytes: two of them at one offset, and beside a tensor, are fine.
+  const auto empties = write_raw(
+      "empties.safetensors",
+      R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"b":{"dtype":"F64","shape":[0,3],"data_offsets":[4,4]},"c":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+      f32_bytes({1, 2}));
+  BOOST_CHECK_NO_THROW(st::file f(empties));
+}
+
+BOOST_AUTO_TEST_CASE(files_in_memory) {
+  const auto a = iota<tensor<float, 3, 4>>(-1.5, 0.25);
+  const fs::path p = tmp / "to_memory.safetensors";
+  st::save(p, {st::make_entry("a", a)});
+  std::ifstream in(p, std::ios::binary);
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const st::file f = st::file::from_memory(bytes, "weights in memory");
+  BOOST_TEST((f.load<tensor<float, 3, 4>>("a") == a));
+  bytes.resize(bytes.size() - 4);  // the last float cut off
+  throws<st::format_error>([&] { (void)st::file::from_memory(bytes, "cut"); }, {"'cut'", "ends at byte 48", "only 44 bytes"});
+  throws<st::format_error>([&] { (void)st::file::from_memory({1, 2, 3}, "tiny"); }, {"'tiny' is 3 bytes long"});
+}
+
+// The seed corpus of the loader's fuzz target (tests/fuzz/fuzz_safetensors.cpp): every file this suite
+// wrote, good and bad, copied where the fuzz configuration looks for it (ATTNX_FUZZ_CORPUS, set by CMake).
+BOOST_AUTO_TEST_CASE(write_the_fuzz_corpus) {
+#ifdef ATTNX_FUZZ_CORPUS
+  const fs::path corpus = ATTNX_FUZZ_CORPUS;
+  fs::create_directories(corpus);
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(tmp.dir))
+    if (e.is_regular_file() && e.file_size() < 64 * 1024) {
+      fs::copy_file(e.path(), corpus / e.path().filename(), fs::copy_options::overwrite_existing);
+      ++n;
+    }
+  BOOST_TEST_MESSAGE(n << " files written to the corpus " << corpus);
+  BOOST_TEST(n >= 20u);
+#endif
+}

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -96,6 +97,8 @@ struct tensor_info {
   std::string dtype;
   std::vector<std::size_t> shape;
   std::size_t begin = 0, end = 0;  // byte offsets into the data section
+  // The element count (checked when the header was read: it times the dtype's size is end - begin, with
+  // no overflow on the way).
   std::size_t elements() const {
     std::size_t n = 1;
     for (auto e : shape) n *= e;
@@ -149,6 +152,25 @@ std::vector<std::size_t> extents_of() {
 // ---- reading ------------------------------------------------------------------------------------------
 class file {
  public:
+  // A file already in memory (a buffer read or mapped by the caller, or a fuzzer's input): the same checks;
+  // `name` stands for the path in messages.
+  static file from_memory(std::vector<unsigned char> bytes, std::string name = "<memory>") {
+    file f;
+    f.path_ = std::move(name);
+    f.memory_ = std::move(bytes);
+    f.in_memory_ = true;
+    const std::size_t size = f.memory_.size();
+    if (size < 8)
+      throw format_error("attnx: safetensors: '" + f.path_.string() + "' is " + std::to_string(size) +
+                         " bytes long, too short for the 8-byte header length (truncated, or not a safetensors file)");
+    const std::uint64_t n = detail::read_le_u64(f.memory_.data());
+    f.check_header_length(n, size);
+    f.data_offset_ = 8 + static_cast<std::size_t>(n);
+    f.data_size_ = size - f.data_offset_;
+    f.parse(std::string(reinterpret_cast<const char*>(f.memory_.data()) + 8, static_cast<std::size_t>(n)));
+    return f;
+  }
+
   // Reads and checks the header (the data is read by load()).
   explicit file(std::filesystem::path path) : path_(std::move(path)) {
     std::error_code ec;
@@ -162,11 +184,7 @@ class file {
     unsigned char len[8];
     read(in, reinterpret_cast<char*>(len), 8, "the header length");
     const std::uint64_t n = detail::read_le_u64(len);
-    if (n > size - 8)
-      throw format_error("attnx: safetensors: '" + path_.string() + "': the header length " + std::to_string(n) +
-                         " exceeds the " + std::to_string(size - 8) +
-                         " bytes that follow it (truncated, or not a safetensors file)");
-    if (n == 0) throw format_error("attnx: safetensors: '" + path_.string() + "': empty header");
+    check_header_length(n, size);
     std::string header(static_cast<std::size_t>(n), '\0');
     read(in, header.data(), static_cast<std::size_t>(n), "the header");
     data_offset_ = 8 + static_cast<std::size_t>(n);
@@ -224,6 +242,16 @@ class file {
   }
 
  private:
+  file() = default;
+
+  void check_header_length(std::uint64_t n, std::uint64_t size) const {
+    if (n > size - 8)
+      throw format_error("attnx: safetensors: '" + path_.string() + "': the header length " + std::to_string(n) +
+                         " exceeds the " + std::to_string(size - 8) +
+                         " bytes that follow it (truncated, or not a safetensors file)");
+    if (n == 0) throw format_error("attnx: safetensors: '" + path_.string() + "': empty header");
+  }
+
   void read(std::ifstream& in, char* dst, std::size_t n, const char* what) const {
     if (!in.read(dst, static_cast<std::streamsize>(n)))
       throw file_error("attnx: safetensors: '" + path_.string() + "': reading " + what + " failed");
@@ -234,12 +262,21 @@ class file {
 
   void parse(const std::string& header) {
     nlohmann::json j;
+    // JSON objects may repeat a key (the last one would win): a tensor named twice is refused instead.
+    std::vector<std::string> top_keys;
+    const nlohmann::json::parser_callback_t keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& k) {
+      if (depth == 1 && event == nlohmann::json::parse_event_t::key && k.is_string()) top_keys.push_back(k.get<std::string>());
+      return true;
+    };
     try {
-      j = nlohmann::json::parse(header);
+      j = nlohmann::json::parse(header, keys);
     } catch (const nlohmann::json::exception& e) {
       corrupt(std::string("the JSON does not parse (") + e.what() + ")");
     }
     if (!j.is_object()) corrupt("the JSON is not an object");
+    std::sort(top_keys.begin(), top_keys.end());
+    for (std::size_t i = 1; i < top_keys.size(); ++i)
+      if (top_keys[i] == top_keys[i - 1]) corrupt("the entry '" + top_keys[i] + "' appears twice");
     for (const auto& [name, entry] : j.items()) {
       if (name == "__metadata__") {
         if (!entry.is_object()) corrupt("__metadata__ is not an object");
@@ -259,10 +296,20 @@ class file {
       t.dtype = entry["dtype"].get<std::string>();
       const std::size_t es = dtype_size(t.dtype);
       if (es == 0) corrupt(where + " has the unknown dtype '" + t.dtype + "'");
+      // The byte count, shape x dtype size, with every product checked (a shape of [2^62] F32 must not wrap
+      // around to a small number that the offsets happen to match).
+      std::size_t bytes = es;
+      bool overflow = false;
       for (const auto& e : entry["shape"]) {
         if (!e.is_number_unsigned()) corrupt(where + " has a shape entry that is not a non-negative integer");
-        t.shape.push_back(e.get<std::size_t>());
+        const std::size_t x = e.get<std::size_t>();
+        t.shape.push_back(x);
+        if (x != 0 && bytes > std::numeric_limits<std::size_t>::max() / x) overflow = true;
+        else bytes *= x;
       }
+      if (overflow && std::find(t.shape.begin(), t.shape.end(), std::size_t{0}) == t.shape.end())
+        corrupt(where + ": shape " + shape_text(t.shape) + " of " + t.dtype + " has more bytes than a size_t can count");
+      if (overflow) bytes = 0;  // a zero extent: no elements, whatever the others
       for (const auto& e : entry["data_offsets"])
         if (!e.is_number_unsigned()) corrupt(where + " has data_offsets that are not non-negative integers");
       t.begin = entry["data_offsets"][0].get<std::size_t>();
@@ -271,10 +318,22 @@ class file {
       if (t.end > data_size_)
         throw format_error("attnx: safetensors: '" + path_.string() + "': " + where + " ends at byte " + std::to_string(t.end) +
                            " of the data, which has only " + std::to_string(data_size_) + " bytes (truncated file?)");
-      if (t.end - t.begin != t.elements() * es)
-        corrupt(where + ": shape " + shape_text(t.shape) + " of " + t.dtype + " needs " + std::to_string(t.elements() * es) +
+      if (t.end - t.begin != bytes)
+        corrupt(where + ": shape " + shape_text(t.shape) + " of " + t.dtype + " needs " + std::to_string(bytes) +
                 " bytes, its data_offsets span " + std::to_string(t.end - t.begin));
       tensors_.emplace(name, std::move(t));
+    }
+    // No two tensors may share bytes (empty tensors take none).
+    std::vector<std::pair<std::size_t, const std::string*>> spans;
+    for (const auto& [name, t] : tensors_)
+      if (t.end > t.begin) spans.emplace_back(t.begin, &name);
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t i = 1; i < spans.size(); ++i) {
+      const tensor_info& prev = tensors_.at(*spans[i - 1].second);
+      if (spans[i].first < prev.end)
+        corrupt("tensors '" + *spans[i - 1].second + "' and '" + *spans[i].second + "' overlap (bytes " +
+                std::to_string(prev.begin) + ".." + std::to_string(prev.end) + " and " + std::to_string(spans[i].first) +
+                ".." + std::to_string(tensors_.at(*spans[i].second).end) + ")");
     }
   }
 
@@ -294,11 +353,15 @@ class file {
     if (t.shape != expected)
       throw shape_error(where + " has shape " + shape_text(t.shape) + ", but the target has shape " + shape_string<S>() +
                         (transposed ? " and needs " + shape_text(expected) + " stored (transposed, as (out, in))" : ""));
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) throw file_error("attnx: safetensors: cannot open '" + path_.string() + "' for reading");
-    in.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
     std::vector<unsigned char> bytes(t.end - t.begin);
-    read(in, reinterpret_cast<char*>(bytes.data()), bytes.size(), ("the data of tensor '" + std::string(name) + "'").c_str());
+    if (in_memory_) {
+      std::memcpy(bytes.data(), memory_.data() + data_offset_ + t.begin, bytes.size());
+    } else {
+      std::ifstream in(path_, std::ios::binary);
+      if (!in) throw file_error("attnx: safetensors: cannot open '" + path_.string() + "' for reading");
+      in.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
+      read(in, reinterpret_cast<char*>(bytes.data()), bytes.size(), ("the data of tensor '" + std::string(name) + "'").c_str());
+    }
     if (!transposed) {
       detail::from_le_bytes(bytes.data(), dst, S::size);
     } else if constexpr (S::rank == 2) {
@@ -311,6 +374,8 @@ class file {
   }
 
   std::filesystem::path path_;
+  std::vector<unsigned char> memory_;  // from_memory: the whole file
+  bool in_memory_ = false;
   std::size_t data_offset_ = 0, data_size_ = 0;
   std::map<std::string, tensor_info, std::less<>> tensors_;
   std::map<std::string, std::string, std::less<>> metadata_;

@@ -15,8 +15,8 @@ struct strided {
   T* data = nullptr;
   std::ptrdiff_t batch = 0, head = 0, row = 0;
 
-  T* matrix(std::size_t b, std::size_t h) const noexcept {
-    return data + static_cast<std::ptrdiff_t>(b) * batch + static_cast<std::ptrdiff_t>(h) * head;
+  T* matrix(std::size_t b, std::size_t h) const noexcept {  // (an empty operand may have no memory at all)
+    return data ? data + static_cast<std::ptrdiff_t>(b) * batch + static_cast<std::ptrdiff_t>(h) * head : data;
   }
 };
 
