@@ -19,6 +19,7 @@
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/expr/cast.hpp"
+#include "attnx/expr/evaluated.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/strided_operand.hpp"
 #include "attnx/eval/fused.hpp"

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnx/eval/direct.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/fused.hpp"
 #include "attnx/exec/context.hpp"
@@ -54,6 +55,9 @@ constexpr void assign_into(T* dst, const E& e) {
         if (fused::run(dst, e, ctx)) return;
       }
     }
+  } else if constexpr (direct::product<E>::value && std::is_same_v<T, value_t<E>>) {
+    // A * B [+ bias] at run time: the whole product at once, every row block in parallel (eval/direct.hpp).
+    if (!std::is_constant_evaluated() && direct::run(dst, e, current_context())) return;
   }
   evaluator<E> ev(e);
   for (std::size_t r = 0; r < S::rows; ++r) {

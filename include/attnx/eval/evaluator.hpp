@@ -26,6 +26,7 @@
 #include "attnx/expr/reduce.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/expr/cast.hpp"
+#include "attnx/expr/evaluated.hpp"
 #include "attnx/kernels/gemm.hpp"
 #include "attnx/tensor/storage.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -149,6 +150,23 @@ struct dense_operand<E> {
   constexpr explicit dense_operand(const E& e) noexcept : p(e.data()) {}
   constexpr const value_t<E>* data() const noexcept { return p; }
   const value_t<E>* p;
+};
+
+// evaluated_once(e): e in memory, computed once (no second copy when it is itself the operand read at random).
+template <class A>
+struct dense_operand<evaluated_once_expr<A>> {
+  constexpr explicit dense_operand(const evaluated_once_expr<A>& e) : d(e.operand()) {}
+  constexpr const value_t<A>* data() const noexcept { return d.data(); }
+  dense_operand<A> d;
+};
+template <class A>
+struct evaluator<evaluated_once_expr<A>> {
+  static constexpr std::size_t cols = shape_of_t<A>::cols;
+  constexpr explicit evaluator(const evaluated_once_expr<A>& e) : src(e.operand()), row(src.data()) {}
+  constexpr void begin_row(std::size_t r) noexcept { row = src.data() + r * cols; }
+  constexpr auto at(std::size_t j) const noexcept { return row[j]; }
+  dense_operand<A> src;
+  const value_t<A>* row;
 };
 
 // ---- row-wise: matrix product -----------------------------------------------------------------

@@ -252,12 +252,19 @@ struct pattern<matmul_expr<softmax_expr<P>, V>> {
 template <class T, class E>
 struct pattern<cast_expr<T, E>> : pattern<E> {};
 
-// Runs the kernel into dst (the output's shape, row-major) with ctx; false when ctx has the fused path off.
+// merge_heads(attention): the kernel writes each head's output where merge_heads puts it, (B, L, H * dv)
+// or (L, H * dv), with no copy.
+template <class E>
+struct pattern<merge_heads_expr<E>> {
+  static constexpr bool value = pattern<E>::value && shape_of_t<E>::rank >= 3;
+};
+
+// Runs the kernel with ctx, its output (b, h, i, c) at o.data + b o.batch + h o.head + i o.row + c; false
+// when ctx has the fused path off.
 template <class T, class P, class V>
-bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
+bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
   if (!ctx.fused()) return false;
   using S = shape_of_t<P>;
-  using O = shape_of_t<matmul_expr<softmax_expr<P>, V>>;
   using K = typename chain<P>::k;
   constexpr std::size_t R = S::rank;
   const typename chain<P>::held h(e.lhs().operand());
@@ -265,20 +272,43 @@ bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
   problem<T> p;
   chain<P>::template extract<S>(h, p);
   p.v = v.template kernel_view<R>();
-  p.o.data = dst;
-  p.o.row = static_cast<std::ptrdiff_t>(O::cols);
-  if constexpr (R >= 3) p.o.batch = static_cast<std::ptrdiff_t>(O::size / O::extents[0]);
-  if constexpr (R == 4) p.o.head = static_cast<std::ptrdiff_t>(O::extents[2] * O::cols);
+  p.o = o;
   p.batch = R >= 3 ? S::extents[0] : 1;
   p.heads = R == 4 ? S::extents[1] : 1;
   p.kv_heads = p.heads / strided_operand<K>::group;
   p.lq = S::extents[R - 2];
   p.lk = S::cols;
   p.dk = strided_operand<K>::cols;
-  p.dv = O::cols;
+  p.dv = shape_of_t<V>::cols;
   kernels::flash_attention(p, ctx);
   ctx.count_fused_run();
   return true;
+}
+
+// dst of the attention's own shape, row-major.
+template <class T, class P, class V>
+bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
+  using O = shape_of_t<matmul_expr<softmax_expr<P>, V>>;
+  constexpr std::size_t R = O::rank;
+  kernels::strided<T> o{dst, 0, 0, static_cast<std::ptrdiff_t>(O::cols)};
+  if constexpr (R >= 3) o.batch = static_cast<std::ptrdiff_t>(O::size / O::extents[0]);
+  if constexpr (R == 4) o.head = static_cast<std::ptrdiff_t>(O::extents[2] * O::cols);
+  return run(o, e, ctx);
+}
+
+// dst of merge_heads' shape, (B, L, H * dv) or (L, H * dv).
+template <class T, class E>
+bool run(T* dst, const merge_heads_expr<E>& m, const context& ctx) {
+  using O = shape_of_t<E>;  // (B, H, L, dv) or (H, L, dv)
+  constexpr std::size_t R = O::rank, H = O::extents[R - 3], L = O::extents[R - 2], dv = O::cols;
+  kernels::strided<T> o{dst, 0, 0, static_cast<std::ptrdiff_t>(H * dv)};
+  if constexpr (R == 4) {
+    o.batch = static_cast<std::ptrdiff_t>(L * H * dv);
+    o.head = static_cast<std::ptrdiff_t>(dv);
+  } else {
+    o.batch = static_cast<std::ptrdiff_t>(dv);  // the kernel's batch axis walks the heads
+  }
+  return run(o, m.operand(), ctx);
 }
 
 }  // namespace fused

@@ -276,8 +276,12 @@ void run_flash(const attention_problem<T>& p, unsigned threads) {
   // (it may run with a narrower kernel).
   const std::size_t full = p.lq / MQ;
   const std::size_t group = std::clamp<std::size_t>(p.batch * p.heads * full / (8 * std::size_t{threads}), 1, Kernel::G);
-  std::vector<item> items;
-  items.reserve(p.batch * p.heads * (full / group + 2));
+  // Work items (batch, head, query blocks), the head inside the batch item and the query blocks inside the
+  // head, so that consecutive items read the same K and V (which stay in L2 between them).
+  struct span {
+    std::size_t cost, qb, n;
+  };
+  std::vector<span> spans;  // per batch item: the query-block groups and their cost (keys x rows)
   double total = 0;
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t qb = 0; qb < blocks; qb += (qb < full ? std::min(group, full - qb) : 1)) {
@@ -289,13 +293,20 @@ void run_flash(const attention_problem<T>& p, unsigned threads) {
         cost += (skip_limit(p, plan, b, last) + 1) * (last + 1 - g * MQ);
       }
       total += double(cost) * double(p.heads);
-      for (std::size_t h = 0; h < p.heads; ++h)
-        items.push_back({cost, qb * MQ, n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
+      spans.push_back({cost, qb, n});
     }
-  std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
+  const std::size_t per_b = spans.size() / p.batch;
+  std::vector<item> items;
+  items.reserve(spans.size() * p.heads);
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for (std::size_t h = 0; h < p.heads; ++h)
+      for (std::size_t s = b * per_b; s < (b + 1) * per_b; ++s)
+        items.push_back({spans[s].cost, spans[s].qb * MQ, spans[s].n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
   const double flops = 2.0 * total * double(p.dk + p.dv);
   const auto by_work = static_cast<std::size_t>(std::max(1.0, flops / flash_min_flops_per_thread));
   const auto slots = static_cast<unsigned>(std::min<std::size_t>({threads, items.size(), by_work}));
+  // Several threads take the items in turn from a counter: the longest first balances causal problems.
+  if (slots > 1) std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
 
   // Per thread: the tile scratch, then the limits. Allocated here so that the workers cannot throw.
   const std::size_t tile_bytes = Kernel::scratch_elems(p.dk, p.dv) * sizeof(T);

@@ -171,6 +171,70 @@ inline constexpr double gemm_min_flops_per_thread = 4e6;
 
 }  // namespace detail
 
+// dst = A B (+ bias): the whole product at once, for an assignment (eval/assign.hpp), not a row at a
+// time. A: rows_per_b * nb rows of k, row stride lda (rows [t*rows_per_b, (t+1)*rows_per_b) times matrix t
+// of B); B: nb matrices of k x n, row-major, k*n apart; dst: row stride ldd; bias: n values added to every
+// row, or null. B is packed once (its column panels split across the threads), then the row blocks are
+// split across the threads, each computing its block into scratch of its own and writing the rows out
+// (with the bias) itself: no step of the product runs on one thread while the others wait.
+// Returns the number of row blocks.
+template <class T>
+std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, std::size_t k, std::size_t n,
+                      std::size_t rows_per_b, T* dst, std::size_t ldd, const T* bias, simd::isa isa, unsigned threads) {
+  const detail::gemm_ops<T>& ops = detail::gemm_ops_for<T>(isa);
+  const std::size_t mr = ops.mr, nr = ops.nr, mb = std::min(ops.mb, std::max<std::size_t>(rows_per_b, 1));
+  const std::size_t np = (n + nr - 1) / nr * nr, mbp = (mb + mr - 1) / mr * mr;
+  const std::size_t rows = rows_per_b * nb;
+  if (rows == 0 || n == 0) return 0;
+  const double flops = 2.0 * double(rows) * double(k) * double(n);
+  const auto most = static_cast<unsigned>(std::max(1.0, std::min(double(threads), flops / detail::gemm_min_flops_per_thread)));
+
+  detail::gemm_buffer<T> packed;
+  packed.allocate(nb * k * np);
+  const std::size_t panels = np / nr;
+  exec::parallel_for(nb * panels, std::min<unsigned>(most, static_cast<unsigned>(std::min<std::size_t>(nb * panels, 64))),
+                     [&](std::size_t i, unsigned) {
+                       const std::size_t t = i / panels, q = i % panels, w = std::min(nr, n - std::min(n, q * nr));
+                       T* out = packed.data() + t * k * np + q * nr * k;
+                       const T* src = b + t * k * n + q * nr;
+                       for (std::size_t kk = 0; kk < k; ++kk, out += nr) {
+                         for (std::size_t j = 0; j < w; ++j) out[j] = src[kk * n + j];
+                         for (std::size_t j = w; j < nr; ++j) out[j] = T(0);
+                       }
+                     });
+
+  const std::size_t per_b = (rows_per_b + mb - 1) / mb, blocks = nb * per_b;
+  const unsigned slots = static_cast<unsigned>(std::min<std::size_t>(most, blocks));
+  const std::size_t scratch = (mbp * np + mbp * k + 15) / 16 * 16;  // C of a block, and a padded copy of A's rows
+  detail::gemm_buffer<T> buf;
+  buf.allocate(scratch * slots);
+  exec::parallel_for(blocks, slots, [&](std::size_t blk, unsigned slot) {
+    T* c = buf.data() + scratch * slot;
+    T* apad = c + mbp * np;
+    const std::size_t t = blk / per_b, i0 = (blk % per_b) * mb, m = std::min(mb, rows_per_b - i0);
+    const T* ab = a + (t * rows_per_b + i0) * lda;
+    std::size_t ld = lda;
+    if (m % mr != 0) {  // the kernel reads whole MR-row slices: a copy with zero rows after the last
+      for (std::size_t r = 0; r < m; ++r) std::memcpy(apad + r * k, ab + r * lda, k * sizeof(T));
+      std::fill(apad + m * k, apad + (m + mr - 1) / mr * mr * k, T(0));
+      ab = apad;
+      ld = k;
+    }
+    ops.block(ab, ld, packed.data() + t * k * np, m, k, n, c, np, ops.kc);
+    T* d = dst + (t * rows_per_b + i0) * ldd;
+    for (std::size_t r = 0; r < m; ++r) {
+      const T* cr = c + r * np;
+      T* dr = d + r * ldd;
+      if (bias) {
+        for (std::size_t j = 0; j < n; ++j) dr[j] = cr[j] + bias[j];
+      } else {
+        std::memcpy(dr, cr, n * sizeof(T));
+      }
+    }
+  });
+  return blocks;
+}
+
 // The run-time state of one product's evaluator: B packed once, and the current block of output rows.
 //   init(b, nb, k, n, rows_per_b, isa, threads)
 //                                   B = nb matrices of k x n, row-major, k*n apart; output rows

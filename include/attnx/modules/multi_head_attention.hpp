@@ -42,7 +42,9 @@
 
 #include "attnx/attention.hpp"
 #include "attnx/eval/assign.hpp"
+#include "attnx/eval/direct.hpp"
 #include "attnx/eval/evaluator.hpp"
+#include "attnx/expr/evaluated.hpp"
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/modules/errors.hpp"
@@ -110,36 +112,24 @@ struct evaluator<drop_unit_batch_expr<A>> {
   evaluator<A> a;
 };
 
-// ---- an operand evaluated once, then read as memory --------------------------------------------------
-// The output projection multiplies merge_heads(attention(...)) by W_O. Read through merge_heads'
-// evaluator (strided, one division per element) g++ 12 -O3 compiles the row-by-row product into a
-// gather loop about 5x slower than the same product over a tensor (clang is not affected); evaluating
-// the merged heads once into a buffer of (B, L, H*d_v) first costs one copy and keeps the product fast.
+// The unit axis moves no data: a tensor with one in front is still the tensor's memory.
 template <class A>
-class evaluated_once_expr : public expression_tag {
- public:
-  using value_type = value_t<A>;
-  using shape_type = shape_of_t<A>;
-  constexpr explicit evaluated_once_expr(A a) : a_(std::move(a)) {}
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+struct dense_operand<unit_batch_expr<A>> {
+  constexpr explicit dense_operand(const unit_batch_expr<A>& e) : d(e.operand()) {}
+  constexpr const value_t<A>* data() const noexcept { return d.data(); }
+  dense_operand<A> d;
+};
 
- private:
-  A a_;
-};
-template <expression A>
-constexpr auto evaluated_once(A&& a) {
-  return evaluated_once_expr<stored_t<A>>(store(std::forward<A>(a)));
-}
+// drop_unit_batch(x W + b) assigned: the product at once, as without the unit axis (eval/direct.hpp).
+namespace direct {
 template <class A>
-struct evaluator<evaluated_once_expr<A>> {
-  static constexpr std::size_t cols = shape_of_t<A>::cols;
-  constexpr explicit evaluator(const evaluated_once_expr<A>& e) : src(e.operand()), row(src.data()) {}
-  constexpr void begin_row(std::size_t r) noexcept { row = src.data() + r * cols; }
-  constexpr auto at(std::size_t j) const noexcept { return row[j]; }
-  dense_operand<A> src;
-  const value_t<A>* row;
+struct lhs_in_memory<unit_batch_expr<A>> : lhs_in_memory<A> {};
+template <class A>
+struct product<drop_unit_batch_expr<A>> : product<A> {
+  static const auto& core(const drop_unit_batch_expr<A>& e) { return product<A>::core(e.operand()); }
+  static auto bias(const drop_unit_batch_expr<A>& e) { return product<A>::bias(e.operand()); }
 };
+}  // namespace direct
 
 // ---- the module ---------------------------------------------------------------------------------------
 struct mha_options {

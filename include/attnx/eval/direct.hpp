@@ -1,0 +1,78 @@
+// attnx: assignments that skip the row loop at run time.
+//
+//   dst = A * B            (batched or shared B)
+//   dst = A * B + bias     (bias of N elements, broadcast to every row: the projection x W + b)
+// are computed by kernels::gemm_into when A lies in memory (a tensor, a view, evaluated_once(e), ...:
+// lhs_in_memory): B packed once, then every row block of the whole product split across the context's
+// threads, each thread writing its rows (and the bias) straight into dst. With any other A (a softmax, a
+// chain, ...) and inside an expression (under softmax, for instance), a product keeps the row protocol and
+// computes blocks of rows of A as they are asked for: A is never stored whole (eval/evaluator.hpp).
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include "attnx/eval/evaluator.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/expr/elementwise.hpp"
+#include "attnx/expr/evaluated.hpp"
+#include "attnx/expr/matmul.hpp"
+#include "attnx/kernels/gemm.hpp"
+
+namespace attnx::direct {
+
+// Whether A's rows are in memory already, or cost nothing to bring there: the cases the direct path takes.
+template <class A>
+struct lhs_in_memory : std::bool_constant<dense_terminal<A>> {};
+template <class A>
+struct lhs_in_memory<evaluated_once_expr<A>> : std::true_type {};
+
+template <class E>
+struct product {
+  static constexpr bool value = false;
+};
+
+template <class A, class B>
+struct product<matmul_expr<A, B>> {
+  using E = matmul_expr<A, B>;
+  using T = value_t<E>;
+  using SA = shape_of_t<A>;
+  using SB = shape_of_t<B>;
+  static constexpr std::size_t M = SA::extents[SA::rank - 2], K = SA::cols, N = SB::cols;
+  static constexpr bool batched_rhs = SB::rank > 2;
+  static constexpr std::size_t rows = shape_of_t<E>::rows;
+  static constexpr std::size_t rows_per_b = batched_rhs ? M : rows;
+  static constexpr bool value = (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<value_t<A>, T> &&
+                                std::is_same_v<value_t<B>, T> && rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0 &&
+                                lhs_in_memory<A>::value;
+  static const E& core(const E& e) { return e; }
+  static const T* bias(const E&) { return nullptr; }
+};
+
+// A * B + bias, the bias of N elements ((N), (1, N), ...): added to every row.
+template <class A, class B, class M>
+struct product<binary_expr<ops::plus, matmul_expr<A, B>, M>> : product<matmul_expr<A, B>> {
+  using base = product<matmul_expr<A, B>>;
+  static constexpr bool value = base::value && dense_terminal<M> && std::is_same_v<value_t<M>, typename base::T> &&
+                                shape_of_t<M>::size == base::N && shape_of_t<M>::cols == base::N;
+  static const matmul_expr<A, B>& core(const binary_expr<ops::plus, matmul_expr<A, B>, M>& e) { return e.lhs(); }
+  static const typename base::T* bias(const binary_expr<ops::plus, matmul_expr<A, B>, M>& e) { return e.rhs().data(); }
+};
+
+// dst (the expression's shape, row-major) = e with ctx; false when ctx has the blocked GEMM off.
+template <class T, class E>
+bool run(T* dst, const E& e, const context& ctx) {
+  using P = product<E>;
+  if (!ctx.blocked_gemm()) return false;
+  const auto& m = P::core(e);
+  using A = std::remove_cvref_t<decltype(m.lhs())>;
+  using B = std::remove_cvref_t<decltype(m.rhs())>;
+  const dense_operand<A> a(m.lhs());
+  const dense_operand<B> b(m.rhs());
+  constexpr std::size_t nb = P::batched_rhs ? P::rows / P::M : 1;
+  ctx.count_gemm_blocks(kernels::gemm_into(a.data(), P::K, b.data(), nb, P::K, P::N, P::rows_per_b, dst, P::N,
+                                            P::bias(e), ctx.isa(), ctx.threads()));
+  return true;
+}
+
+}  // namespace attnx::direct
