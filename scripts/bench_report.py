@@ -166,6 +166,144 @@ def targets(med, peak, rss, probe_runs=()):
     return rows
 
 
+def load_compare(path):
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except FileNotFoundError:
+        return None
+    med = {label: {name: statistics.median(v) for name, v in runs.items()} for label, runs in d["runs"].items()}
+    return {"med": med, "raw": d["runs"], "rounds": d.get("rounds"), "labels": d.get("labels", {})}
+
+
+def parse_name(name):
+    """BM_x/L:1024/d:64/causal:0/threads:1[/...] -> ('BM_x', {'L': '1024', ...})"""
+    parts = name.split("/")
+    fields = {}
+    for p in parts[1:]:
+        if ":" in p:
+            k, v = p.split(":", 1)
+            fields[k] = v
+    return parts[0], fields
+
+
+def fused_comparison(cmp, baseline):
+    """The default-flags build and the baseline against the native build, cell by cell."""
+    out, rows = [], []
+    if not cmp:
+        return out, rows
+    med = cmp["med"]
+    nat, dfl, base = med.get("native", {}), med.get("default", {}), med.get("baseline", {})
+    peak_n, peak_d = nat.get("BM_fma_peak"), dfl.get("BM_fma_peak")
+    out += ["", "## Default flags against -march=native, and this version against the previous one", "",
+            f"The same fused-kernel benchmark from three builds, run in alternation ({cmp['rounds']} rounds, "
+            "medians; scripts/bench_compare.py): `native` (-O3 -march=native), `default` (-O2 and nothing "
+            "else: the kernels pick their instruction set at run time) and `previous` (commit "
+            f"{baseline}, before this version's execution context, -O3 -march=native). GFLOP/s.", ""]
+    if peak_n:
+        out.append(f"FMA peak in this comparison: {peak_n:.1f} GFLOP/s (native build), "
+                   f"{fmt(peak_d)} (default build, the same instructions chosen at run time).")
+        out.append("")
+    out.append("| d | mask | threads | L | native | default | default / native | previous | native / previous |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    worst_d, worst_b = (None, None), (None, None)
+    cells = []
+    for name in nat:
+        impl, f = parse_name(name)
+        if impl == "BM_fused":
+            cells.append(((int(f["d"]), int(f["causal"]), int(f["threads"]), int(f["L"])), name, f))
+    for _, name, f in sorted(cells):
+        n, d, b = nat.get(name), dfl.get(name), base.get(name)
+        rd = d / n if n and d else None
+        rb = n / b if n and b else None
+        cell = f"d={f['d']} {'causal' if f['causal'] == '1' else 'none'} {f['threads']}T L={f['L']}"
+        if rd is not None and (worst_d[0] is None or rd < worst_d[0]):
+            worst_d = (rd, cell)
+        if rb is not None and (worst_b[0] is None or rb < worst_b[0]):
+            worst_b = (rb, cell)
+        out.append(f"| {f['d']} | {'causal' if f['causal'] == '1' else 'none'} | {f['threads']} | {f['L']} | {fmt(n)} | "
+                   f"{fmt(d)} | {fmt(rd, '{:.3f}')} | {fmt(b)} | {fmt(rb, '{:.3f}')} |")
+    if worst_d[0] is not None:
+        rows.append(("default-flags build within 5% of the -march=native build, fused kernel, every cell",
+                     f"min {worst_d[0]:.3f} ({worst_d[1]})", worst_d[0] >= 0.95))
+    if worst_b[0] is not None:
+        rows.append((f"prefill speed kept: no cell more than 3% slower than commit {baseline}, same run",
+                     f"min {worst_b[0]:.3f} ({worst_b[1]})", worst_b[0] >= 0.97))
+    return out, rows
+
+
+def gemm_comparison(cmp):
+    out, rows = [], []
+    if not cmp:
+        return out, rows
+    nat, dfl = cmp["med"].get("native", {}), cmp["med"].get("default", {})
+    cells = {}
+    for name, v in nat.items():
+        _, f = parse_name(name)
+        key = (name.split("/")[1], f["T"], int(f["M"]), int(f["K"]), int(f["N"]))
+        cells.setdefault(key, {})[f["impl"]] = (v, dfl.get(name))
+    out += ["", "## Products (bench_gemm)", "",
+            f"GFLOP/s = 2·M·K·N per second, medians of {cmp['rounds']} alternating rounds. `attnx`: `C = A * B` "
+            "through the library (one thread, CPU time); `attnx 2T`: the same with a two-thread context (wall time); "
+            "`default`: the -O2 build's attnx (one thread). OpenBLAS (its AVX-512 kernel) and Eigen: one thread.", "",
+            "| product | T | M×K×N | attnx | attnx 2T | 2T/1T | default | default / native | OpenBLAS | Eigen | attnx / OpenBLAS |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    worst = (None, None)
+    for key in sorted(cells):
+        c = cells[key]
+        a1, d1 = c.get("attnx", (None, None))
+        a2, _ = c.get("attnx_2t", (None, None))
+        ob, _ = c.get("openblas", (None, None))
+        eg, _ = c.get("eigen", (None, None))
+        rd = d1 / a1 if a1 and d1 else None
+        if rd is not None and (worst[0] is None or rd < worst[0]):
+            worst = (rd, f"{key[0]} {key[1]} {key[2]}x{key[3]}x{key[4]}")
+        out.append(f"| {key[0]} | {key[1]} | {key[2]}×{key[3]}×{key[4]} | {fmt(a1)} | {fmt(a2)} | "
+                   f"{fmt(a2 / a1 if a1 and a2 else None, '{:.2f}')} | {fmt(d1)} | {fmt(rd, '{:.3f}')} | {fmt(ob)} | {fmt(eg)} | "
+                   f"{fmt(a1 / ob if a1 and ob else None, '{:.2f}')} |")
+    if worst[0] is not None:
+        rows.append(("default-flags build within 5% of the -march=native build, GEMM, every product",
+                     f"min {worst[0]:.3f} ({worst[1]})", worst[0] >= 0.95))
+    return out, rows
+
+
+def mha_comparison(cmp):
+    out, rows = [], []
+    if not cmp:
+        return out, rows
+    nat, dfl = cmp["med"].get("native", {}), cmp["med"].get("default", {})
+    cells, dcells = {}, {}
+    for name, v in nat.items():
+        impl, f = parse_name(name)
+        cells.setdefault((int(f["L"]), int(f["B"])), {})[(impl, f.get("threads", "1"))] = v
+    for name, v in dfl.items():
+        impl, f = parse_name(name)
+        dcells[(int(f["L"]), int(f["B"]), f.get("threads", "1"))] = v
+    out += ["", "## The multi-head attention forward pass (bench_mha)", "",
+            "`y = mha(x)`, `multi_head_attention<float, 512, 8>` (d_k = d_v = 64, biases, no mask); GFLOP/s = "
+            f"(8·B·L·512² + B·8·4·L²·64) per second, medians of {cmp['rounds']} alternating rounds. 1T: a one-thread "
+            "context (CPU time); 2T: two threads (wall time); `projections`: the four products alone, one thread; "
+            "`default`: the -O2 build.", "",
+            "| L | B | fused 1T | fused 2T | 2T/1T | projections 1T | default 1T | default / native 1T | default 2T |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    worst = (None, None)
+    for key in sorted(cells):
+        c = cells[key]
+        f1, f2, pr = c.get(("BM_mha_fused", "1")), c.get(("BM_mha_fused", "2")), c.get(("BM_mha_projections", "1"))
+        d1, d2 = dcells.get((key[0], key[1], "1")), dcells.get((key[0], key[1], "2"))
+        sp = f2 / f1 if f1 and f2 else None
+        if key[0] >= 512 and sp is not None and (worst[0] is None or sp < worst[0]):
+            worst = (sp, f"L = {key[0]}, B = {key[1]}")
+        out.append(f"| {key[0]} | {key[1]} | {fmt(f1)} | {fmt(f2)} | {fmt(sp, '{:.2f}')} | {fmt(pr)} | {fmt(d1)} | "
+                   f"{fmt(d1 / f1 if d1 and f1 else None, '{:.3f}')} | {fmt(d2)} |")
+    if worst[0] is not None:
+        rows.append(("MHA forward (d_model 512, 8 heads, L ≥ 512), 2 threads vs 1: ≥ 1.8×",
+                     f"min {worst[0]:.2f}× ({worst[1]})", worst[0] >= 1.8))
+    return out, rows
+
+
 def plot(med, peak, path):
     try:
         import matplotlib
@@ -205,6 +343,11 @@ def main():
     ap.add_argument("--flags", default="")
     ap.add_argument("--command", default="")
     ap.add_argument("--load", default="")
+    ap.add_argument("--cpu", default="")
+    ap.add_argument("--compare-fused", default="")
+    ap.add_argument("--compare-gemm", default="")
+    ap.add_argument("--compare-mha", default="")
+    ap.add_argument("--baseline", default="")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--plot", default="")
     a = ap.parse_args()
@@ -220,7 +363,7 @@ def main():
           "How to read it and what each implementation is: see the end of this page.", "",
           "## Run", "",
           f"- date: {ctx.get('date', '?')}",
-          f"- machine: {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz (as reported), host `{ctx.get('host_name', '?')}`",
+          f"- machine: {a.cpu or '?'}; {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz (as reported), host `{ctx.get('host_name', '?')}`",
           f"- compiler: {a.compiler}",
           f"- flags: {a.flags}",
           f"- fused kernel path: {labels.get('fused', '?')}; OpenBLAS core: {labels.get('openblas', '?')}",
@@ -233,11 +376,15 @@ def main():
         md.append(f"FMA peak of one core, register-resident ({labels.get('fma_peak', '')}): **{peak:.1f} GFLOP/s** "
                   f"(median of {len(peak_runs)}; range {min(peak_runs):.1f}–{max(peak_runs):.1f}).")
         md.append("")
+    fused_md, fused_rows = fused_comparison(load_compare(a.compare_fused), a.baseline)
+    gemm_md, gemm_rows = gemm_comparison(load_compare(a.compare_gemm))
+    mha_md, mha_rows = mha_comparison(load_compare(a.compare_mha))
     md += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for text, fig, met in targets(med, peak, rss, scaling):
+    for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows:
         md.append(f"| {text} | {fig or 'not measured'} | {'yes' if met else ('no' if met is not None else '–')} |")
     md += ["", "## Throughput", ""]
     md += tables(med, peak, Ls)
+    md += fused_md + gemm_md + mha_md
     if rss:
         md += ["", "## Peak memory (one head, d = 64, one thread, separate processes)", "",
                "`extra` = peak RSS during the evaluation minus the peak RSS once inputs and output exist "
@@ -277,7 +424,7 @@ def main():
            "- **attnx expression**: `attnx::evaluate(softmax(scale(Q * transpose(K), s)) * V)` on views (with "
            "`mask(..., causal)`), which the library recognises and runs with the fused kernel (one thread); "
            "its gap to the direct kernel call is the dispatch and result-allocation overhead.",
-           "- **attnx row evaluator**: the same expression with `attnx::fused_enabled = false`: the "
+           "- **attnx row evaluator**: the same expression with a context whose fused path is off: the "
            "expression-template row-by-row evaluation, unfused; L ≤ 2048.",
            "- **naive**: three plain loops with a stable softmax, L ≤ 512.",
            "- **FMA peak**: independent FMA chains on registers, the ceiling for every figure.",
