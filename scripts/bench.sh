@@ -46,7 +46,7 @@ if [ "${1:-}" = "--quick" ]; then
   CMP_TIME=0.01
   RSS_L="${ATTNX_BENCH_RSS_L:-16384}"
 fi
-CXX_BIN="${CXX:-g++}"
+CXX_BIN="$(command -v "${CXX:-g++}")"  # the full path, as CMake caches it
 BUILD="build/bench"
 OUT="$BUILD/results"
 mkdir -p "$OUT"

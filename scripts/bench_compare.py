@@ -11,8 +11,6 @@ label}}}. Standard library only. OPENBLAS_CORETYPE is removed from the benchmark
 then uses its AVX-512 kernel where the CPU has it).
 """
 import argparse
-import csv
-import io
 import json
 import os
 import subprocess
@@ -37,19 +35,15 @@ def main():
     for r in range(a.rounds):
         for label, binary, flt in specs:
             out = subprocess.run([binary, f"--benchmark_filter={flt}", f"--benchmark_min_time={a.min_time}",
-                                  "--benchmark_format=csv"], capture_output=True, text=True, env=env)
+                                  "--benchmark_format=json"], capture_output=True, text=True, env=env)
             if out.returncode != 0:
                 print(out.stderr, file=sys.stderr)
                 sys.exit(f"bench_compare: {binary} failed")
-            text = out.stdout[out.stdout.index("name,"):]
-            rows = list(csv.reader(io.StringIO(text)))
-            hdr = rows[0]
-            fi, li = hdr.index("FLOPS"), hdr.index("label")
-            for row in rows[1:]:
-                if len(row) <= fi or not row[fi]:
+            for b in json.loads(out.stdout)["benchmarks"]:
+                if "FLOPS" not in b or b.get("error_occurred"):
                     continue
-                runs.setdefault(label, {}).setdefault(row[0], []).append(float(row[fi]) / 1e9)
-                labels.setdefault(label, {})[row[0]] = row[li]
+                runs.setdefault(label, {}).setdefault(b["name"], []).append(float(b["FLOPS"]) / 1e9)
+                labels.setdefault(label, {})[b["name"]] = b.get("label", "")
         print(f"bench_compare: round {r + 1}/{a.rounds} done", file=sys.stderr)
     with open(a.out, "w") as f:
         json.dump({"runs": runs, "labels": labels, "rounds": a.rounds, "min_time": a.min_time}, f, indent=1)

@@ -86,11 +86,13 @@ struct gemm_ops {
   std::size_t mr, nr, kc, mb;
   void (*block)(const T* a, std::size_t lda, const T* bp, std::size_t m, std::size_t k, std::size_t n, T* c,
                 std::size_t ldc, std::size_t kc_max);
+  void (*pack)(const T* b, std::size_t k, std::size_t n, std::size_t ldb, std::size_t q0, std::size_t q1, T* out);
+  void (*store)(const T* c, std::size_t ldc, std::size_t m, std::size_t n, T* dst, std::size_t ldd, const T* bias);
 };
 
 template <class G, class T>
 constexpr gemm_ops<T> gemm_ops_from(simd::isa id) {
-  return {id, G::MR, G::NR, G::KC, G::MB, &G::block};
+  return {id, G::MR, G::NR, G::KC, G::MB, &G::block, &G::pack, &G::store};
 }
 
 // The kernel of one instruction set; only valid to run where simd::cpu_supports(I).
@@ -121,20 +123,6 @@ const gemm_ops<T>& gemm_ops_for(simd::isa i) {
   if (i == simd::isa::avx2) return gemm_ops_isa<T, simd::isa::avx2>();
 #endif
   return gemm_ops_isa<T, simd::isa::scalar>();
-}
-
-// B (k x n, row stride ldb) into panels of nr columns: out[q*nr*k + kk*nr + j] = B[kk][q*nr + j], zero
-// past column n. out holds round_up(n, nr) * k elements.
-template <class T>
-void gemm_pack_b(const T* b, std::size_t k, std::size_t n, std::size_t ldb, std::size_t nr, T* out) {
-  for (std::size_t j0 = 0; j0 < n; j0 += nr) {
-    const std::size_t w = std::min(nr, n - j0);
-    T* p = out + j0 * k;
-    for (std::size_t kk = 0; kk < k; ++kk, p += nr) {
-      std::memcpy(p, b + kk * ldb + j0, w * sizeof(T));
-      for (std::size_t j = w; j < nr; ++j) p[j] = T(0);
-    }
-  }
 }
 
 // A 64-byte aligned run-time buffer; empty (and never allocated) in a constant evaluation.
@@ -194,13 +182,8 @@ std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, s
   const std::size_t panels = np / nr;
   exec::parallel_for(nb * panels, std::min<unsigned>(most, static_cast<unsigned>(std::min<std::size_t>(nb * panels, 64))),
                      [&](std::size_t i, unsigned) {
-                       const std::size_t t = i / panels, q = i % panels, w = std::min(nr, n - std::min(n, q * nr));
-                       T* out = packed.data() + t * k * np + q * nr * k;
-                       const T* src = b + t * k * n + q * nr;
-                       for (std::size_t kk = 0; kk < k; ++kk, out += nr) {
-                         for (std::size_t j = 0; j < w; ++j) out[j] = src[kk * n + j];
-                         for (std::size_t j = w; j < nr; ++j) out[j] = T(0);
-                       }
+                       const std::size_t t = i / panels, q = i % panels;
+                       ops.pack(b + t * k * n, k, n, n, q, q + 1, packed.data() + t * k * np);
                      });
 
   const std::size_t per_b = (rows_per_b + mb - 1) / mb, blocks = nb * per_b;
@@ -221,16 +204,7 @@ std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, s
       ld = k;
     }
     ops.block(ab, ld, packed.data() + t * k * np, m, k, n, c, np, ops.kc);
-    T* d = dst + (t * rows_per_b + i0) * ldd;
-    for (std::size_t r = 0; r < m; ++r) {
-      const T* cr = c + r * np;
-      T* dr = d + r * ldd;
-      if (bias) {
-        for (std::size_t j = 0; j < n; ++j) dr[j] = cr[j] + bias[j];
-      } else {
-        std::memcpy(dr, cr, n * sizeof(T));
-      }
-    }
+    ops.store(c, np, m, n, dst + (t * rows_per_b + i0) * ldd, ldd, bias);
   });
   return blocks;
 }
@@ -271,7 +245,7 @@ class gemm_row_blocks {
     bp_ = buf_.data();
     c_ = bp_ + bsize;
     ap_ = c_ + csize;
-    for (std::size_t t = 0; t < nb; ++t) detail::gemm_pack_b(b + t * k * n, k, n, n, nr, bp_ + t * k * np_);
+    for (std::size_t t = 0; t < nb; ++t) ops_->pack(b + t * k * n, k, n, n, 0, np_ / nr, bp_ + t * k * np_);
     first_ = 0;
     count_ = 0;
   }
