@@ -17,12 +17,35 @@
 
 namespace attnx {
 
+namespace rules {
+// The value rule of attention: V has one row per key, so V's rows (its second-to-last extent) equal
+// L_k, K's rows. (Stated as its own rule, naming V: the matmul rule would only say "lhs columns".)
+template <class SK, class SV, bool Quiet = false>
+constexpr bool check_attention_values() {
+  if constexpr (SK::rank >= 2 && SV::rank >= 2) {
+    constexpr std::size_t lk = SK::extents[SK::rank - 2];
+    constexpr std::size_t rows = SV::extents[SV::rank - 2];
+    static_assert(Quiet || rows == lk ||
+                      error::holds<error::attention_value_rows_differ_from_keys<error::value_rows<rows>, error::L_k<lk>>>,
+                  "attnx: attention: V must have one row per key (V's row count must equal L_k, the row count of K)");
+    return rows == lk;
+  } else {
+    return true;  // a rank below 2 is the matmul rule's to report
+  }
+}
+}  // namespace rules
+
 // Q K^T / sqrt(d_k): the scale is computed from the contracted extent.
 template <expression Q, expression K>
 constexpr auto scaled_scores(Q&& q, K&& k) {
   using T = value_t<Q>;
   constexpr std::size_t dk = shape_of_t<Q>::cols;
   return scale(std::forward<Q>(q) * transpose(std::forward<K>(k)), T(1) / math::sqrt(static_cast<T>(dk)));
+}
+template <class Q, class K>
+  requires any_foreign<Q, K>
+constexpr auto scaled_scores(Q&&, K&&) {
+  return foreign_arguments<Q, K>();
 }
 
 namespace detail {
@@ -40,10 +63,23 @@ template <expression Q, expression K, class... Masks>
 constexpr auto attention_weights(Q&& q, K&& k, Masks&&... masks) {
   return softmax(detail::apply_masks(scaled_scores(std::forward<Q>(q), std::forward<K>(k)), std::forward<Masks>(masks)...));
 }
+template <class Q, class K, class... Masks>
+  requires any_foreign<Q, K>
+constexpr auto attention_weights(Q&&, K&&, Masks&&...) {
+  return foreign_arguments<Q, K>();
+}
 
 template <expression Q, expression K, expression V, class... Masks>
 constexpr auto attention(Q&& q, K&& k, V&& v, Masks&&... masks) {
-  return attention_weights(std::forward<Q>(q), std::forward<K>(k), std::forward<Masks>(masks)...) * std::forward<V>(v);
+  constexpr bool quiet = any_failed_v<K, V>;
+  constexpr bool values_ok = rules::check_attention_values<shape_of_t<K>, shape_of_t<V>, quiet>();
+  return detail::make_matmul<!values_ok>(attention_weights(std::forward<Q>(q), std::forward<K>(k), std::forward<Masks>(masks)...),
+                                         std::forward<V>(v));
+}
+template <class Q, class K, class V, class... Masks>
+  requires any_foreign<Q, K, V>
+constexpr auto attention(Q&&, K&&, V&&, Masks&&...) {
+  return foreign_arguments<Q, K, V>();
 }
 
 }  // namespace attnx

@@ -33,11 +33,19 @@ class cast_expr : public expression_tag {
 template <class T, expression A>
 constexpr auto cast(A&& a) {
   static_assert(std::is_arithmetic_v<T>, "attnx: cast<T>: T must be an arithmetic type (float, double, bool, ...)");
-  if constexpr (std::is_same_v<T, value_t<A>>) {
+  if constexpr (failed_v<A>) {
+    return failed_expr<T, shape_of_t<A>>{};
+  } else if constexpr (std::is_same_v<T, value_t<A>>) {
     return store(std::forward<A>(a));
   } else {
     return cast_expr<T, stored_t<A>>(store(std::forward<A>(a)));
   }
+}
+
+template <class T, class A>
+  requires any_foreign<A>
+constexpr auto cast(A&&) {
+  return foreign_arguments<A>();
 }
 
 }  // namespace attnx

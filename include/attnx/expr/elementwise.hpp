@@ -49,7 +49,6 @@ class binary_expr : public expression_tag {
  public:
   using value_type = std::common_type_t<value_t<A>, value_t<B>>;
   using shape_type = broadcast_shape_t<shape_of_t<A>, shape_of_t<B>>;
-  static constexpr bool element_type_error = !std::is_same_v<value_t<A>, value_t<B>>;
   constexpr binary_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
   constexpr const A& lhs() const noexcept { return a_; }
   constexpr const B& rhs() const noexcept { return b_; }
@@ -79,34 +78,48 @@ constexpr std::size_t first_broadcast_mismatch(bool names) {
   return bad;
 }
 
-template <class A, class B>
-constexpr void check_elementwise() {
+template <class A, class B, bool Quiet = false>
+constexpr bool check_elementwise() {
   constexpr std::size_t R = A::rank > B::rank ? A::rank : B::rank;
   constexpr std::size_t e = first_broadcast_mismatch<A, B>(false);
   constexpr std::size_t n = first_broadcast_mismatch<A, B>(true);
   using EX = detail::aligned_axis_t<A, R, (e < R ? e : 0)>;
   using EY = detail::aligned_axis_t<B, R, (e < R ? e : 0)>;
-  static_assert(e == R || error::holds<error::elementwise_extents_differ<error::axis_index<e>, error::lhs_extent<EX::extent>,
-                                                                         error::rhs_extent<EY::extent>>>,
+  static_assert(Quiet || e == R ||
+                    error::holds<error::elementwise_extents_differ<error::axis_index<e>, error::lhs_extent<EX::extent>,
+                                                                   error::rhs_extent<EY::extent>>>,
                 "attnx: element-wise operation: the operands' extents differ on an axis where neither is 1");
   using NX = detail::aligned_axis_t<A, R, (n < R ? n : 0)>;
   using NY = detail::aligned_axis_t<B, R, (n < R ? n : 0)>;
-  static_assert(e < R || n == R ||
+  static_assert(Quiet || e < R || n == R ||
                     error::holds<error::elementwise_axes_differ<error::axis_index<n>, error::lhs_axis<typename NX::name>,
                                                                 error::rhs_axis<typename NY::name>>>,
                 "attnx: element-wise operation: the operands' axis names differ");
+  return e == R && n == R;
 }
 }  // namespace rules
 
+// The element-wise node, or a failed_expr when a rule failed (reported unless an operand had failed).
 template <class Op, class A, class B>
 constexpr auto make_binary(A&& a, B&& b) {
-  rules::check_elementwise<shape_of_t<A>, shape_of_t<B>>();
-  rules::check_element_types<value_t<A>, value_t<B>>();
-  return binary_expr<Op, stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+  using SA = shape_of_t<A>;
+  using SB = shape_of_t<B>;
+  constexpr bool quiet = any_failed_v<A, B>;
+  constexpr bool shapes_ok = rules::check_elementwise<SA, SB, quiet>();
+  constexpr bool types_ok = rules::check_element_types<value_t<A>, value_t<B>, quiet || !shapes_ok>();
+  if constexpr (quiet || !shapes_ok || !types_ok) {
+    return failed_expr<std::common_type_t<value_t<A>, value_t<B>>, broadcast_shape_t<SA, SB>>{};
+  } else {
+    return binary_expr<Op, stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+  }
 }
 template <class Op, class A>
 constexpr auto make_unary(A&& a) {
-  return unary_expr<Op, stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (failed_v<A>) {
+    return std::remove_cvref_t<A>{};
+  } else {
+    return unary_expr<Op, stored_t<A>>(store(std::forward<A>(a)));
+  }
 }
 
 template <class S>
@@ -143,12 +156,38 @@ constexpr auto operator/(S s, A&& a) { return scalar<value_t<A>>(static_cast<val
 template <expression A>
 constexpr auto operator-(A&& a) { return make_unary<ops::negate>(std::forward<A>(a)); }
 
+// An attnx expression combined with a foreign type (a std::vector, a span, another library's matrix): one
+// error saying how to wrap it (see rules::check_expression_arguments).
+template <class A, class B>
+concept one_foreign_operand = (expression<A> != expression<B>) && !arithmetic<A> && !arithmetic<B>;
+template <class A, class B>
+  requires one_foreign_operand<A, B>
+constexpr auto operator+(A&&, B&&) { return foreign_arguments<A, B>(); }
+template <class A, class B>
+  requires one_foreign_operand<A, B>
+constexpr auto operator-(A&&, B&&) { return foreign_arguments<A, B>(); }
+template <class A, class B>
+  requires one_foreign_operand<A, B>
+constexpr auto operator*(A&&, B&&) { return foreign_arguments<A, B>(); }
+template <class A, class B>
+  requires one_foreign_operand<A, B>
+constexpr auto operator/(A&&, B&&) { return foreign_arguments<A, B>(); }
+template <class A, class B>
+  requires any_foreign<A, B>
+constexpr auto hadamard(A&&, B&&) { return foreign_arguments<A, B>(); }
+
 // Multiplication by a number: scale(S, 0.5).
 template <expression A, arithmetic S>
 constexpr auto scale(A&& a, S s) { return std::forward<A>(a) * s; }
 // Division by a temperature: smaller tau, sharper softmax.
 template <expression A, arithmetic S>
 constexpr auto temperature(A&& a, S tau) { return std::forward<A>(a) / tau; }
+template <class A, arithmetic S>
+  requires any_foreign<A>
+constexpr auto scale(A&&, S) { return foreign_arguments<A>(); }
+template <class A, arithmetic S>
+  requires any_foreign<A>
+constexpr auto temperature(A&&, S) { return foreign_arguments<A>(); }
 
 template <expression A> constexpr auto exp(A&& a) { return make_unary<ops::exp>(std::forward<A>(a)); }
 template <expression A> constexpr auto log(A&& a) { return make_unary<ops::log>(std::forward<A>(a)); }

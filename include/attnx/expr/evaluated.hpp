@@ -9,6 +9,7 @@
 // tensor; evaluated once, the merged heads are written by the fused kernel directly in their layout.)
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include <boost/hana/tuple.hpp>
@@ -32,7 +33,11 @@ class evaluated_once_expr : public expression_tag {
 
 template <expression A>
 constexpr auto evaluated_once(A&& a) {
-  return evaluated_once_expr<stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (failed_v<A>) {
+    return std::remove_cvref_t<A>{};
+  } else {
+    return evaluated_once_expr<stored_t<A>>(store(std::forward<A>(a)));
+  }
 }
 
 }  // namespace attnx

@@ -11,6 +11,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -77,19 +78,81 @@ concept dense_terminal = expression<E> && requires(const std::remove_cvref_t<E>&
   { e.data() } -> std::convertible_to<const value_t<E>*>;
 };
 
+// ONE ERROR PER MISTAKE. An operation whose rule fails reports it (one static_assert naming the rule
+// and both sizes) and returns a failed_expr instead of its node: an expression with the shape and element
+// type the node would have had, and nothing to evaluate. Every operation, assignment and evaluation that
+// receives a failed_expr stays quiet and returns a failed_expr (or does nothing) in turn, so a mistake is
+// reported where it is made and nowhere else: `softmax(scale(Q * K, .5f)) * V` with K not transposed
+// gives the matmul error at `Q * K` and no second one at `* V`.
+template <class T, class Shape>
+class failed_expr : public expression_tag {
+ public:
+  using value_type = T;
+  using shape_type = Shape;
+};
+
+namespace detail {
+template <class E>
+inline constexpr bool is_failed = false;
+template <class T, class S>
+inline constexpr bool is_failed<failed_expr<T, S>> = true;
+}  // namespace detail
+
+// Whether E is the result of an operation that already failed a rule.
+template <class E>
+inline constexpr bool failed_v = detail::is_failed<std::remove_cvref_t<E>>;
+template <class... E>
+inline constexpr bool any_failed_v = (failed_v<E> || ...);
+
 // The element-type rule: the operands of an operation have one element type. attnx converts nothing
 // silently (a float Q with a double K would otherwise run in double, off the fused path, without a word);
-// cast<T>(e) converts explicitly (expr/cast.hpp). A node built from mismatched operands says so
-// (element_type_error), so that the assignment rule does not report the same mistake a second time.
+// cast<T>(e) converts explicitly (expr/cast.hpp). Quiet: the operands already failed a rule (or this
+// operation failed another one), so the mistake has been reported. Returns whether the rule holds.
 namespace rules {
-template <class A, class B>
-constexpr void check_element_types() {
-  static_assert(std::is_same_v<A, B> ||
+template <class A, class B, bool Quiet = false>
+constexpr bool check_element_types() {
+  static_assert(Quiet || std::is_same_v<A, B> ||
                     error::holds<error::element_types_differ<error::lhs_element_type<A>, error::rhs_element_type<B>>>,
                 "attnx: the operands' element types differ (attnx converts nothing silently: convert one with "
                 "attnx::cast<T>(e))");
+  return std::is_same_v<A, B>;
 }
 }  // namespace rules
+
+// The argument rule: where an operation expects an expression, a foreign type (a std::vector, a pointer,
+// an Eigen matrix) gets one error that says how to wrap it, rather than a list of candidates that fail the
+// `expression` concept. Every public operation has a fallback overload, viable only for such arguments,
+// that reports the first foreign argument (its position, counted from 1, and its type) and returns a
+// failed_expr, so nothing further is reported either.
+namespace rules {
+template <class... Args>
+constexpr std::size_t first_foreign_argument() {
+  std::size_t i = 0;
+  bool found = false;
+  ((found = found || !expression<Args>, i += found ? 0 : 1), ...);
+  return i;
+}
+template <class... Args>
+constexpr void check_expression_arguments() {
+  constexpr std::size_t i = first_foreign_argument<Args...>();
+  if constexpr (i < sizeof...(Args)) {
+    using Arg = std::remove_cvref_t<std::tuple_element_t<i, std::tuple<Args...>>>;
+    static_assert(error::holds<error::not_an_attnx_expression<error::argument_position<i + 1>, error::argument_type<Arg>>>,
+                  "attnx: this argument is not an attnx tensor, view or expression: wrap a buffer with "
+                  "attnx::view<const T, extents...>(data, count) or view<const T, extents...>(range), or copy it into "
+                  "an attnx::tensor");
+  }
+}
+}  // namespace rules
+
+// What a fallback overload returns: a failed expression (of no particular shape).
+template <class... Args>
+constexpr failed_expr<float, shape<>> foreign_arguments() {
+  rules::check_expression_arguments<Args...>();
+  return {};
+}
+template <class... Args>
+concept any_foreign = (!expression<Args> || ...);
 
 // A scalar is a rank-0 expression: it broadcasts against anything.
 template <class T>

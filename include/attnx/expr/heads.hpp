@@ -85,29 +85,64 @@ class repeat_heads_expr : public expression_tag {
 template <std::size_t H, expression A>
 constexpr auto split_heads(A&& a) {
   using S = shape_of_t<A>;
-  static_assert(S::rank >= 2 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
+  constexpr bool quiet = failed_v<A>;
+  constexpr bool rank_ok = S::rank >= 2;
+  constexpr bool heads_ok = H > 0 && S::cols % H == 0;
+  static_assert(quiet || rank_ok || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
                 "attnx: split_heads: the operand needs a sequence axis and a feature axis");
-  static_assert((H > 0 && S::cols % H == 0) ||
+  static_assert(quiet || !rank_ok || heads_ok ||
                     error::holds<error::d_model_not_divisible_by_heads<error::d_model<S::cols>, error::heads<H>>>,
                 "attnx: split_heads: the feature extent (d_model) must be divisible by the number of heads");
-  return split_heads_expr<H, stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (quiet || !rank_ok) {
+    return failed_expr<value_t<A>, S>{};
+  } else if constexpr (!heads_ok) {
+    return failed_expr<value_t<A>, shape_of_t<split_heads_expr<(H > 0 ? H : 1), std::remove_cvref_t<A>>>>{};
+  } else {
+    return split_heads_expr<H, stored_t<A>>(store(std::forward<A>(a)));
+  }
 }
 
 template <expression A>
 constexpr auto merge_heads(A&& a) {
   using S = shape_of_t<A>;
-  static_assert(S::rank >= 3 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
+  constexpr bool quiet = failed_v<A>;
+  static_assert(quiet || S::rank >= 3 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
                 "attnx: merge_heads: the operand needs heads, sequence and feature axes");
-  return merge_heads_expr<stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (quiet || S::rank < 3) {
+    return failed_expr<value_t<A>, S>{};
+  } else {
+    return merge_heads_expr<stored_t<A>>(store(std::forward<A>(a)));
+  }
 }
 
 template <std::size_t G, expression A>
 constexpr auto repeat_heads(A&& a) {
   using S = shape_of_t<A>;
-  static_assert(S::rank >= 3 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
+  constexpr bool quiet = failed_v<A>;
+  static_assert(quiet || S::rank >= 3 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
                 "attnx: repeat_heads: the operand needs heads, sequence and feature axes");
   static_assert(G > 0, "attnx: repeat_heads: the group size must be positive");
-  return repeat_heads_expr<G, stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (quiet || S::rank < 3) {
+    return failed_expr<value_t<A>, S>{};
+  } else {
+    return repeat_heads_expr<G, stored_t<A>>(store(std::forward<A>(a)));
+  }
+}
+
+template <std::size_t H, class A>
+  requires any_foreign<A>
+constexpr auto split_heads(A&&) {
+  return foreign_arguments<A>();
+}
+template <class A>
+  requires any_foreign<A>
+constexpr auto merge_heads(A&&) {
+  return foreign_arguments<A>();
+}
+template <std::size_t G, class A>
+  requires any_foreign<A>
+constexpr auto repeat_heads(A&&) {
+  return foreign_arguments<A>();
 }
 
 }  // namespace attnx

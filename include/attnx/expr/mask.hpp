@@ -58,6 +58,11 @@ template <expression M>
 constexpr auto additive(M&& m) {
   return additive_mask<stored_t<M>>{store(std::forward<M>(m))};
 }
+template <class M>
+  requires any_foreign<M>
+constexpr auto additive(M&&) {
+  return additive_mask<failed_expr<float, shape<>>>{foreign_arguments<M>()};
+}
 
 // A boolean mask expression, as stored in a masked_expr.
 template <class M>
@@ -89,16 +94,17 @@ class masked_expr : public expression_tag {
 };
 
 namespace rules {
-template <class S>
-constexpr void check_matrix_scores() {
-  static_assert(S::rank >= 2 || error::holds<error::mask_needs_rank_2_scores<error::rank<S::rank>>>,
+template <class S, bool Quiet = false>
+constexpr bool check_matrix_scores() {
+  static_assert(Quiet || S::rank >= 2 || error::holds<error::mask_needs_rank_2_scores<error::rank<S::rank>>>,
                 "attnx: mask: the scores need at least two axes (queries x keys)");
+  return S::rank >= 2;
 }
 
 // A mask's shape must broadcast to the scores' shape without changing it: per axis (right-aligned),
 // the mask's extent is the score's or 1, and names unify.
-template <class S, class M>
-constexpr void check_mask_shape() {
+template <class S, class M, bool Quiet = false>
+constexpr bool check_mask_shape() {
   constexpr std::size_t R = S::rank > M::rank ? S::rank : M::rank;
   constexpr std::size_t bad = [] {
     std::size_t b = R;
@@ -114,33 +120,52 @@ constexpr void check_mask_shape() {
   }();
   using X = detail::aligned_axis_t<S, R, (bad < R ? bad : 0)>;
   using Y = detail::aligned_axis_t<M, R, (bad < R ? bad : 0)>;
-  static_assert(bad == R || error::holds<error::mask_extents_differ<error::axis_index<bad>, error::mask_extent<Y::extent>,
-                                                                    error::score_extent<X::extent>>>,
+  static_assert(Quiet || bad == R ||
+                    error::holds<error::mask_extents_differ<error::axis_index<bad>, error::mask_extent<Y::extent>,
+                                                            error::score_extent<X::extent>>>,
                 "attnx: mask: the mask's extents must equal the scores' extents (or be 1 to broadcast)");
   if constexpr (bad == R) {
     constexpr std::size_t n = first_broadcast_mismatch<S, M>(true);
     using NX = detail::aligned_axis_t<S, R, (n < R ? n : 0)>;
     using NY = detail::aligned_axis_t<M, R, (n < R ? n : 0)>;
-    static_assert(n == R || error::holds<error::mask_axes_differ<error::axis_index<n>, error::lhs_axis<typename NX::name>,
-                                                                 error::rhs_axis<typename NY::name>>>,
+    static_assert(Quiet || n == R ||
+                      error::holds<error::mask_axes_differ<error::axis_index<n>, error::lhs_axis<typename NX::name>,
+                                                           error::rhs_axis<typename NY::name>>>,
                   "attnx: mask: the mask's axis names differ from the scores'");
+    return n == R;
+  } else {
+    return false;
   }
 }
 }  // namespace rules
 
+namespace detail {
+// masked_expr<stored A, Kind>, or a failed_expr of A's shape when a rule failed or an operand had.
+template <bool Ok, class A, class Kind>
+constexpr auto make_masked(A&& a, Kind&& k, value_t<A> fill) {
+  if constexpr (!Ok || failed_v<A>) {
+    return failed_expr<value_t<A>, shape_of_t<A>>{};
+  } else {
+    return masked_expr<stored_t<A>, std::remove_cvref_t<Kind>>(store(std::forward<A>(a)), std::forward<Kind>(k), fill);
+  }
+}
+}  // namespace detail
+
 template <expression A, causal_alignment Al>
 constexpr auto mask(A&& a, causal_mask<Al> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
-  rules::check_matrix_scores<shape_of_t<A>>();
-  return masked_expr<stored_t<A>, causal_mask<Al>>(store(std::forward<A>(a)), m, fill);
+  constexpr bool ok = rules::check_matrix_scores<shape_of_t<A>, failed_v<A>>();
+  return detail::make_masked<ok>(std::forward<A>(a), m, fill);
 }
 
 template <expression A, std::size_t Len>
 constexpr auto mask(A&& a, key_padding_mask<Len> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   using S = shape_of_t<A>;
-  rules::check_matrix_scores<S>();
-  static_assert(Len <= S::cols || error::holds<error::key_length_exceeds_keys<error::key_length<Len>, error::keys<S::cols>>>,
+  constexpr bool quiet = failed_v<A>;
+  constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
+  static_assert(quiet || !rank_ok || Len <= S::cols ||
+                    error::holds<error::key_length_exceeds_keys<error::key_length<Len>, error::keys<S::cols>>>,
                 "attnx: mask: the key padding length exceeds the number of keys");
-  return masked_expr<stored_t<A>, key_padding_mask<Len>>(store(std::forward<A>(a)), m, fill);
+  return detail::make_masked<rank_ok && Len <= S::cols>(std::forward<A>(a), m, fill);
 }
 
 // The run-time rule of key_lengths for scores of shape S: one length per batch item (axis 0 of scores
@@ -164,30 +189,61 @@ constexpr void check_key_lengths(const key_lengths_mask& m) {
 template <expression A>
 constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   using S = shape_of_t<A>;
-  rules::check_matrix_scores<S>();
-  check_key_lengths<S>(m);
-  return masked_expr<stored_t<A>, key_lengths_mask>(store(std::forward<A>(a)), m, fill);
+  constexpr bool ok = rules::check_matrix_scores<S, failed_v<A>>();
+  if constexpr (ok && !failed_v<A>) check_key_lengths<S>(m);
+  return detail::make_masked<ok>(std::forward<A>(a), m, fill);
 }
 
 template <expression A, expression M>
 constexpr auto mask(A&& a, M&& m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   using S = shape_of_t<A>;
-  rules::check_matrix_scores<S>();
-  static_assert(std::is_same_v<value_t<M>, bool> ||
+  constexpr bool quiet = any_failed_v<A, M>;
+  constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
+  constexpr bool bool_ok = std::is_same_v<value_t<M>, bool>;
+  static_assert(quiet || !rank_ok || bool_ok ||
                     error::holds<error::mask_must_be_boolean<error::rank<shape_of_t<M>::rank>>>,
                 "attnx: mask: a mask expression must have bool elements (true = allowed); use additive(M) for a bias");
-  rules::check_mask_shape<S, shape_of_t<M>>();
-  using K = bool_mask<stored_t<M>>;
-  return masked_expr<stored_t<A>, K>(store(std::forward<A>(a)), K{store(std::forward<M>(m))}, fill);
+  constexpr bool shape_ok = rules::check_mask_shape<S, shape_of_t<M>, quiet || !rank_ok || !bool_ok>();
+  if constexpr (quiet || !rank_ok || !bool_ok || !shape_ok) {
+    return failed_expr<value_t<A>, S>{};
+  } else {
+    using K = bool_mask<stored_t<M>>;
+    return masked_expr<stored_t<A>, K>(store(std::forward<A>(a)), K{store(std::forward<M>(m))}, fill);
+  }
+}
+
+namespace detail {
+template <class M>
+inline constexpr bool is_mask_kind = false;
+template <causal_alignment Al>
+inline constexpr bool is_mask_kind<causal_mask<Al>> = true;
+template <std::size_t L>
+inline constexpr bool is_mask_kind<key_padding_mask<L>> = true;
+template <>
+inline constexpr bool is_mask_kind<key_lengths_mask> = true;
+template <class M>
+inline constexpr bool is_mask_kind<additive_mask<M>> = true;
+}  // namespace detail
+
+// Scores or a mask of a foreign type (a std::vector<bool> as a mask, say): one error saying how to wrap it.
+template <class A, class M, class... Fill>
+  requires(sizeof...(Fill) <= 1 && (any_foreign<A> || (any_foreign<M> && !detail::is_mask_kind<std::remove_cvref_t<M>>)))
+constexpr auto mask(A&&, M&&, Fill&&...) {
+  return foreign_arguments<A, M>();
 }
 
 template <expression A, class M>
 constexpr auto mask(A&& a, additive_mask<M> m) {
   using S = shape_of_t<A>;
-  rules::check_matrix_scores<S>();
-  rules::check_mask_shape<S, shape_of_t<M>>();
-  rules::check_element_types<value_t<A>, value_t<M>>();
-  return binary_expr<ops::plus, stored_t<A>, M>(store(std::forward<A>(a)), std::move(m.mask));
+  constexpr bool quiet = any_failed_v<A, M>;
+  constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
+  constexpr bool shape_ok = rules::check_mask_shape<S, shape_of_t<M>, quiet || !rank_ok>();
+  constexpr bool types_ok = rules::check_element_types<value_t<A>, value_t<M>, quiet || !rank_ok || !shape_ok>();
+  if constexpr (quiet || !rank_ok || !shape_ok || !types_ok) {
+    return failed_expr<value_t<A>, S>{};
+  } else {
+    return binary_expr<ops::plus, stored_t<A>, M>(store(std::forward<A>(a)), std::move(m.mask));
+  }
 }
 
 }  // namespace attnx

@@ -23,7 +23,6 @@ class matmul_expr : public expression_tag {
  public:
   using value_type = std::common_type_t<value_t<A>, value_t<B>>;
   using shape_type = matmul_shape_t<shape_of_t<A>, shape_of_t<B>>;
-  static constexpr bool element_type_error = !std::is_same_v<value_t<A>, value_t<B>>;
   // The contracted extent (d_k for Q K^T).
   static constexpr std::size_t inner = shape_of_t<A>::cols;
   constexpr matmul_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
@@ -51,48 +50,86 @@ class transpose_expr : public expression_tag {
 };
 
 namespace rules {
-template <class A, class B>
-constexpr void check_matmul() {
-  static_assert((A::rank >= 2 && B::rank >= 2) ||
+// The matmul rules; Quiet: an operand already failed a rule (reported there). Returns whether they hold.
+template <class A, class B, bool Quiet = false>
+constexpr bool check_matmul() {
+  constexpr bool ranks_ok = A::rank >= 2 && B::rank >= 2;
+  static_assert(Quiet || ranks_ok ||
                     error::holds<error::matmul_needs_rank_2_operands<error::lhs_rank<A::rank>, error::rhs_rank<B::rank>>>,
                 "attnx: matmul: both operands need at least two axes (use a 1 x N tensor for a row vector)");
-  if constexpr (A::rank >= 2 && B::rank >= 2) {
+  if constexpr (ranks_ok) {
     using AK = typename A::template axis_t<A::rank - 1>;
     using BK = typename B::template axis_t<B::rank - 2>;
-    static_assert(AK::extent == BK::extent ||
+    constexpr bool extents_ok = AK::extent == BK::extent;
+    constexpr bool names_ok = names_unify_v<typename AK::name, typename BK::name>;
+    static_assert(Quiet || extents_ok ||
                       error::holds<error::matmul_inner_extents_differ<error::lhs_columns<AK::extent>, error::rhs_rows<BK::extent>>>,
                   "attnx: matmul: the lhs column count must equal the rhs row count");
-    static_assert(AK::extent != BK::extent || names_unify_v<typename AK::name, typename BK::name> ||
+    static_assert(Quiet || !extents_ok || names_ok ||
                       error::holds<error::matmul_inner_axes_differ<error::lhs_column_axis<typename AK::name>,
                                                                    error::rhs_row_axis<typename BK::name>>>,
                   "attnx: matmul: the contracted axes have different names");
     using AB = batch_axes_t<A>;
     using BB = batch_axes_t<B>;
     constexpr bool batch_ok = BB::rank == 0 || same_extents_v<AB, BB>;
-    static_assert(batch_ok || error::holds<error::matmul_batch_axes_differ<error::lhs_rank<A::rank>, error::rhs_rank<B::rank>>>,
+    static_assert(Quiet || !extents_ok || !names_ok || batch_ok ||
+                      error::holds<error::matmul_batch_axes_differ<error::lhs_rank<A::rank>, error::rhs_rank<B::rank>>>,
                   "attnx: matmul: a batched rhs must have the lhs's batch axes (or be a plain matrix shared by all)");
+    return extents_ok && names_ok && batch_ok;
+  } else {
+    return false;
   }
 }
 }  // namespace rules
 
+namespace detail {
+// The product node, or a failed_expr when a rule failed (reported unless Quiet).
+template <bool Quiet, class A, class B>
+constexpr auto make_matmul(A&& a, B&& b) {
+  using SA = shape_of_t<A>;
+  using SB = shape_of_t<B>;
+  constexpr bool quiet = Quiet || any_failed_v<A, B>;
+  constexpr bool shapes_ok = rules::check_matmul<SA, SB, quiet>();
+  constexpr bool types_ok = rules::check_element_types<value_t<A>, value_t<B>, quiet || !shapes_ok>();
+  if constexpr (quiet || !shapes_ok || !types_ok) {
+    return failed_expr<std::common_type_t<value_t<A>, value_t<B>>, matmul_shape_t<SA, SB>>{};
+  } else {
+    return matmul_expr<stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+  }
+}
+}  // namespace detail
+
 // The matrix product of two expressions.
 template <expression A, expression B>
 constexpr auto operator*(A&& a, B&& b) {
-  rules::check_matmul<shape_of_t<A>, shape_of_t<B>>();
-  rules::check_element_types<value_t<A>, value_t<B>>();
-  return matmul_expr<stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+  return detail::make_matmul<false>(std::forward<A>(a), std::forward<B>(b));
 }
 template <expression A, expression B>
 constexpr auto matmul(A&& a, B&& b) {
   return std::forward<A>(a) * std::forward<B>(b);
 }
+template <class A, class B>
+  requires any_foreign<A, B>
+constexpr auto matmul(A&&, B&&) {
+  return foreign_arguments<A, B>();
+}
 
 template <expression A>
 constexpr auto transpose(A&& a) {
   using S = shape_of_t<A>;
-  static_assert(S::rank >= 2 || error::holds<error::transpose_needs_rank_2<error::rank<S::rank>>>,
+  constexpr bool quiet = failed_v<A>;
+  static_assert(quiet || S::rank >= 2 || error::holds<error::transpose_needs_rank_2<error::rank<S::rank>>>,
                 "attnx: transpose: the operand needs at least two axes");
-  return transpose_expr<stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (quiet || S::rank < 2) {
+    return failed_expr<value_t<A>, transpose_t<S>>{};
+  } else {
+    return transpose_expr<stored_t<A>>(store(std::forward<A>(a)));
+  }
+}
+template <class A>
+  requires any_foreign<A>
+constexpr auto transpose(A&&) {
+  return foreign_arguments<A>();
 }
 
 }  // namespace attnx

@@ -257,7 +257,6 @@ class pairwise_expr : public expression_tag {
  public:
   using value_type = std::common_type_t<value_t<Q>, value_t<K>>;
   using shape_type = pairwise_shape_t<shape_of_t<Q>, shape_of_t<K>>;
-  static constexpr bool element_type_error = !std::is_same_v<value_t<Q>, value_t<K>>;
   using similarity_type = F;
   // The feature extent d (the length of the vectors f compares).
   static constexpr std::size_t features = shape_of_t<Q>::cols;
@@ -281,25 +280,30 @@ class pairwise_expr : public expression_tag {
 
 // ---- the shape rules -----------------------------------------------------------------------------
 namespace rules {
-template <class SQ, class SK>
-constexpr void check_pairwise() {
-  static_assert((SQ::rank >= 2 && SK::rank >= 2) ||
+template <class SQ, class SK, bool Quiet = false>
+constexpr bool check_pairwise() {
+  constexpr bool ranks_ok = SQ::rank >= 2 && SK::rank >= 2;
+  static_assert(Quiet || ranks_ok ||
                     error::holds<error::pairwise_needs_rank_2_operands<error::query_rank<SQ::rank>, error::key_rank<SK::rank>>>,
                 "attnx: pairwise: Q and K need at least two axes (rows x features; use a 1 x d tensor for one vector)");
-  if constexpr (SQ::rank >= 2 && SK::rank >= 2) {
+  if constexpr (ranks_ok) {
     using QF = typename SQ::template axis_t<SQ::rank - 1>;
     using KF = typename SK::template axis_t<SK::rank - 1>;
-    static_assert(QF::extent == KF::extent ||
+    constexpr bool extents_ok = QF::extent == KF::extent;
+    constexpr bool names_ok = names_unify_v<typename QF::name, typename KF::name>;
+    static_assert(Quiet || extents_ok ||
                       error::holds<error::pairwise_feature_extents_differ<error::query_features<QF::extent>,
                                                                           error::key_features<KF::extent>>>,
                   "attnx: pairwise: the queries' and keys' feature extents differ (rows of Q and K are compared)");
-    static_assert(QF::extent != KF::extent || names_unify_v<typename QF::name, typename KF::name> ||
+    static_assert(Quiet || !extents_ok || names_ok ||
                       error::holds<error::pairwise_feature_axes_differ<error::query_feature_axis<typename QF::name>,
                                                                        error::key_feature_axis<typename KF::name>>>,
                   "attnx: pairwise: the queries' and keys' feature axes have different names");
+    constexpr bool quiet = Quiet || !extents_ok || !names_ok;
     // K: a plain matrix shared by every batch item, or exactly Q's batch axes.
     constexpr bool shared = SK::rank == 2;
-    static_assert(shared || SK::rank == SQ::rank ||
+    constexpr bool batch_rank_ok = shared || SK::rank == SQ::rank;
+    static_assert(quiet || batch_rank_ok ||
                       error::holds<error::pairwise_batch_ranks_differ<error::query_rank<SQ::rank>, error::key_rank<SK::rank>>>,
                   "attnx: pairwise: a batched K must have Q's batch axes (or be a plain matrix shared by all)");
     if constexpr (!shared && SK::rank == SQ::rank) {
@@ -320,35 +324,42 @@ constexpr void check_pairwise() {
       constexpr std::size_t e = first(false);
       using EX = typename SQ::template axis_t<(e < B ? e : 0)>;
       using EY = typename SK::template axis_t<(e < B ? e : 0)>;
-      static_assert(e == B || error::holds<error::pairwise_batch_extents_differ<error::axis_index<e>, error::query_batch_extent<EX::extent>,
-                                                                                error::key_batch_extent<EY::extent>>>,
+      static_assert(quiet || e == B ||
+                        error::holds<error::pairwise_batch_extents_differ<
+                            error::axis_index<e>, error::query_batch_extent<EX::extent>, error::key_batch_extent<EY::extent>>>,
                     "attnx: pairwise: the batch extents of Q and K differ");
       constexpr std::size_t n = first(true);
       using NX = typename SQ::template axis_t<(n < B ? n : 0)>;
       using NY = typename SK::template axis_t<(n < B ? n : 0)>;
-      static_assert(e < B || n == B ||
+      static_assert(quiet || e < B || n == B ||
                         error::holds<error::pairwise_batch_axes_differ<error::axis_index<n>, error::query_batch_axis<typename NX::name>,
                                                                        error::key_batch_axis<typename NY::name>>>,
                     "attnx: pairwise: the batch axes of Q and K have different names");
+      return extents_ok && names_ok && e == B && n == B;
+    } else {
+      return extents_ok && names_ok && batch_rank_ok;
     }
+  } else {
+    return false;
   }
 }
 
-template <class F, class T>
-constexpr void check_similarity() {
-  static_assert(detail::similarity_callable_v<F, T> ||
+template <class F, class T, bool Quiet = false>
+constexpr bool check_similarity() {
+  static_assert(Quiet || detail::similarity_callable_v<F, T> ||
                     error::holds<error::pairwise_similarity_not_callable<error::element_type<T>>>,
                 "attnx: pairwise: the similarity must be callable as f(std::span<const T> q, std::span<const T> k) "
                 "and return a value convertible to T");
+  return detail::similarity_callable_v<F, T>;
 }
 
 // additive_scores: Q W1 and K W2 must have the same hidden extent h, and w h elements.
-template <class W1, class W2, class W>
+template <class W1, class W2, class W, bool Quiet = false>
 constexpr bool check_additive() {
   constexpr std::size_t h1 = W1::cols, h2 = W2::cols;
-  static_assert(h1 == h2 || error::holds<error::additive_hidden_extents_differ<error::query_hidden<h1>, error::key_hidden<h2>>>,
+  static_assert(Quiet || h1 == h2 || error::holds<error::additive_hidden_extents_differ<error::query_hidden<h1>, error::key_hidden<h2>>>,
                 "attnx: additive_scores: W1 and W2 must project to the same hidden extent (their column counts differ)");
-  static_assert(h1 != h2 || W::size == h1 ||
+  static_assert(Quiet || h1 != h2 || W::size == h1 ||
                     error::holds<error::additive_weight_size_differs<error::weight_size<W::size>, error::hidden_extent<h1>>>,
                 "attnx: additive_scores: w must have one element per hidden unit (the column count of W1 and W2)");
   return h1 == h2 && W::size == h1;
@@ -357,13 +368,22 @@ constexpr bool check_additive() {
 
 // ---- building scores -------------------------------------------------------------------------------
 namespace detail {
-template <bool Check, class Q, class K, class F>
+template <bool Quiet, class Q, class K, class F>
 constexpr auto make_pairwise(Q&& q, K&& k, F&& f) {
   using FD = std::decay_t<F>;
-  if constexpr (Check) rules::check_pairwise<shape_of_t<Q>, shape_of_t<K>>();
-  rules::check_element_types<value_t<Q>, value_t<K>>();
-  rules::check_similarity<FD, std::common_type_t<value_t<Q>, value_t<K>>>();
-  return pairwise_expr<FD, stored_t<Q>, stored_t<K>>(store(std::forward<Q>(q)), store(std::forward<K>(k)), std::forward<F>(f));
+  using SQ = shape_of_t<Q>;
+  using SK = shape_of_t<K>;
+  using T = std::common_type_t<value_t<Q>, value_t<K>>;
+  constexpr bool quiet = Quiet || any_failed_v<Q, K>;
+  constexpr bool shapes_ok = rules::check_pairwise<SQ, SK, quiet>();
+  constexpr bool types_ok = rules::check_element_types<value_t<Q>, value_t<K>, quiet || !shapes_ok>();
+  constexpr bool f_ok = rules::check_similarity<FD, T, quiet || !shapes_ok || !types_ok>();
+  if constexpr (quiet || !shapes_ok || !types_ok || !f_ok) {
+    return failed_expr<T, pairwise_shape_t<SQ, SK>>{};
+  } else {
+    return pairwise_expr<FD, stored_t<Q>, stored_t<K>>(store(std::forward<Q>(q)), store(std::forward<K>(k)),
+                                                       std::forward<F>(f));
+  }
 }
 }  // namespace detail
 
@@ -371,7 +391,7 @@ constexpr auto make_pairwise(Q&& q, K&& k, F&& f) {
 template <expression Q, expression K, class F>
   requires(!expression<F>)
 constexpr auto pairwise(Q&& q, K&& k, F&& f) {
-  return detail::make_pairwise<true>(std::forward<Q>(q), std::forward<K>(k), std::forward<F>(f));
+  return detail::make_pairwise<false>(std::forward<Q>(q), std::forward<K>(k), std::forward<F>(f));
 }
 
 // q . k * scale, by default scale = 1 / sqrt(d) (then equal to scaled_scores(Q, K)).
@@ -397,8 +417,8 @@ constexpr auto rbf_scores(Q&& q, K&& k, double tau) {
 // Q * W1 is evaluated one row at a time, K * W2 once; the Lq x Lk x h tensor of sums is never formed.
 template <expression Q, expression K, expression W1, expression W2, expression W>
 constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w) {
-  constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>>();
-  return detail::make_pairwise<ok>(std::forward<Q>(q) * std::forward<W1>(w1), std::forward<K>(k) * std::forward<W2>(w2),
+  constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>, any_failed_v<Q, K, W1, W2, W>>();
+  return detail::make_pairwise<!ok>(std::forward<Q>(q) * std::forward<W1>(w1), std::forward<K>(k) * std::forward<W2>(w2),
                                    similarity::additive(std::forward<W>(w)));
 }
 
@@ -406,9 +426,36 @@ constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w) {
 // bias is added to the query side, Q * W1 + b, before the sum; b broadcasts as in any element-wise sum.)
 template <expression Q, expression K, expression W1, expression W2, expression W, expression B>
 constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w, B&& b) {
-  constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>>();
-  return detail::make_pairwise<ok>(std::forward<Q>(q) * std::forward<W1>(w1) + std::forward<B>(b),
+  constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>, any_failed_v<Q, K, W1, W2, W>>();
+  return detail::make_pairwise<!ok>(std::forward<Q>(q) * std::forward<W1>(w1) + std::forward<B>(b),
                                    std::forward<K>(k) * std::forward<W2>(w2), similarity::additive(std::forward<W>(w)));
+}
+
+// Foreign arguments (a std::vector, a pointer): one error saying how to wrap them.
+template <class Q, class K, class F>
+  requires(any_foreign<Q, K> && !expression<F>)
+constexpr auto pairwise(Q&&, K&&, F&&) {
+  return foreign_arguments<Q, K>();
+}
+template <class Q, class K, class... Args>
+  requires any_foreign<Q, K>
+constexpr auto dot_scores(Q&&, K&&, Args...) {
+  return foreign_arguments<Q, K>();
+}
+template <class Q, class K, class... Args>
+  requires any_foreign<Q, K>
+constexpr auto cosine_scores(Q&&, K&&, Args...) {
+  return foreign_arguments<Q, K>();
+}
+template <class Q, class K, class... Args>
+  requires any_foreign<Q, K>
+constexpr auto rbf_scores(Q&&, K&&, Args...) {
+  return foreign_arguments<Q, K>();
+}
+template <class Q, class K, class W1, class W2, class W, class... B>
+  requires(sizeof...(B) <= 1 && any_foreign<Q, K, W1, W2, W, B...>)
+constexpr auto additive_scores(Q&&, K&&, W1&&, W2&&, W&&, B&&...) {
+  return foreign_arguments<Q, K, W1, W2, W, B...>();
 }
 
 // ---- the evaluator -------------------------------------------------------------------------------

@@ -63,29 +63,65 @@ class softmax_expr : public expression_tag {
 };
 
 namespace rules {
-template <class S>
-constexpr void check_row_op() {
-  static_assert(S::rank >= 1 || error::holds<error::softmax_needs_rank_1<error::rank<S::rank>>>,
+template <class S, bool Quiet = false>
+constexpr bool check_row_op() {
+  static_assert(Quiet || S::rank >= 1 || error::holds<error::softmax_needs_rank_1<error::rank<S::rank>>>,
                 "attnx: row-wise operation: the operand needs at least one axis");
+  return S::rank >= 1;
 }
 }  // namespace rules
 
+namespace detail {
+// Node<stored A>, or a failed_expr of Shape when a rule failed or the operand had.
+template <template <class> class Node, class Shape, bool Ok, class A>
+constexpr auto make_row_node(A&& a) {
+  if constexpr (!Ok || failed_v<A>) {
+    return failed_expr<value_t<A>, Shape>{};
+  } else {
+    return Node<stored_t<A>>(store(std::forward<A>(a)));
+  }
+}
+template <class Op>
+struct reduce_with {
+  template <class A>
+  using node = reduce_expr<Op, A>;
+};
+}  // namespace detail
+
 template <expression A>
 constexpr auto row_max(A&& a) {
-  rules::check_row_op<shape_of_t<A>>();
-  return reduce_expr<ops::row_max, stored_t<A>>(store(std::forward<A>(a)));
+  using S = shape_of_t<A>;
+  constexpr bool ok = rules::check_row_op<S, failed_v<A>>();
+  return detail::make_row_node<detail::reduce_with<ops::row_max>::template node, reduce_last_t<S>, ok>(std::forward<A>(a));
 }
 template <expression A>
 constexpr auto row_sum(A&& a) {
-  rules::check_row_op<shape_of_t<A>>();
-  return reduce_expr<ops::row_sum, stored_t<A>>(store(std::forward<A>(a)));
+  using S = shape_of_t<A>;
+  constexpr bool ok = rules::check_row_op<S, failed_v<A>>();
+  return detail::make_row_node<detail::reduce_with<ops::row_sum>::template node, reduce_last_t<S>, ok>(std::forward<A>(a));
 }
 
 // softmax(S): over the last axis.
 template <expression A>
 constexpr auto softmax(A&& a) {
-  rules::check_row_op<shape_of_t<A>>();
-  return softmax_expr<stored_t<A>>(store(std::forward<A>(a)));
+  constexpr bool ok = rules::check_row_op<shape_of_t<A>, failed_v<A>>();
+  return detail::make_row_node<softmax_expr, shape_of_t<A>, ok>(std::forward<A>(a));
+}
+
+template <class A>
+  requires any_foreign<A>
+constexpr auto softmax(A&&) {
+  return foreign_arguments<A>();
+}
+template <class A>
+  requires any_foreign<A>
+constexpr auto row_max(A&&) {
+  return foreign_arguments<A>();
+}
+template <class A>
+  requires any_foreign<A>
+constexpr auto row_sum(A&&) {
+  return foreign_arguments<A>();
 }
 
 // softmax<names::seq_k>(S): over the named axis, which must be the last one (transpose first
@@ -93,14 +129,27 @@ constexpr auto softmax(A&& a) {
 template <class AxisName, expression A>
 constexpr auto softmax(A&& a) {
   using S = shape_of_t<A>;
-  rules::check_row_op<S>();
-  if constexpr (S::rank >= 1) {
+  constexpr bool quiet = failed_v<A>;
+  constexpr bool rank_ok = rules::check_row_op<S, quiet>();
+  constexpr bool axis_ok = [] {
+    if constexpr (S::rank >= 1) {
+      return std::is_same_v<typename S::template axis_t<S::rank - 1>::name, AxisName>;
+    } else {
+      return false;
+    }
+  }();
+  if constexpr (rank_ok) {
     using Last = typename S::template axis_t<S::rank - 1>::name;
-    static_assert(std::is_same_v<Last, AxisName> ||
+    static_assert(quiet || axis_ok ||
                       error::holds<error::softmax_axis_is_not_last<error::requested_axis<AxisName>, error::last_axis<Last>>>,
                   "attnx: softmax: the requested axis is not the last axis (softmax runs along rows; transpose first)");
   }
-  return softmax_expr<stored_t<A>>(store(std::forward<A>(a)));
+  return detail::make_row_node<softmax_expr, S, rank_ok && axis_ok>(std::forward<A>(a));
+}
+template <class AxisName, class A>
+  requires any_foreign<A>
+constexpr auto softmax(A&&) {
+  return foreign_arguments<A>();
 }
 
 }  // namespace attnx

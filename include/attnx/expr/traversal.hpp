@@ -41,24 +41,6 @@ bool reads_memory(const E& e, const T* p, std::size_t count) {
   return hit;
 }
 
-// Whether a node of e was built from operands of different element types (already reported by the
-// element-type rule; later rules stay quiet about it).
-template <class E>
-constexpr bool has_element_type_error() {
-  using D = std::remove_cvref_t<E>;
-  if constexpr (requires { D::element_type_error; }) {
-    if constexpr (D::element_type_error) return true;
-  }
-  if constexpr (requires(const D& e) { e.operands(); }) {
-    using ops = decltype(std::declval<const D&>().operands());
-    return boost::hana::fold_left(ops{}, false, [](bool acc, auto p) {
-      return acc || has_element_type_error<std::remove_cvref_t<decltype(*p)>>();
-    });
-  } else {
-    return false;
-  }
-}
-
 // The number of nodes (terminals included): a measure of an expression's size, used in tests and docs.
 template <class E>
 constexpr std::size_t node_count() {

@@ -87,14 +87,22 @@ class drop_unit_batch_expr : public expression_tag {
 // (dims...) -> (1, dims...)
 template <expression A>
 constexpr auto add_unit_batch(A&& a) {
-  return unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (failed_v<A>) {
+    return failed_expr<value_t<A>, shape_cat_t<shape<axis<anon, 1>>, shape_of_t<A>>>{};
+  } else {
+    return unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+  }
 }
 // (1, dims...) -> (dims...)
 template <expression A>
 constexpr auto drop_unit_batch(A&& a) {
   using S = shape_of_t<A>;
-  static_assert(S::rank >= 2 && S::extents[0] == 1, "attnx: drop_unit_batch: the operand's first axis must have extent 1");
-  return drop_unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+  if constexpr (failed_v<A>) {
+    return failed_expr<value_t<A>, drop_front_t<S, (S::rank >= 1 ? 1 : 0)>>{};
+  } else {
+    static_assert(S::rank >= 2 && S::extents[0] == 1, "attnx: drop_unit_batch: the operand's first axis must have extent 1");
+    return drop_unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+  }
 }
 
 template <class A>
@@ -286,8 +294,8 @@ class multi_head_attention {
     requires(!detail::first_is_memory<Masks...>)
   constexpr auto operator()(X&& x, Masks&&... masks) const {
     using SX = shape_of_t<X>;
-    check_input<SX>();
-    if constexpr (!inputs_ok<SX, SX>()) {
+    check_input<SX, failed_v<X>>();
+    if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
       return attend(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
@@ -304,9 +312,9 @@ class multi_head_attention {
   constexpr auto operator()(X&& x, M&& memory, Masks&&... masks) const {
     using SX = shape_of_t<X>;
     using SM = shape_of_t<M>;
-    check_input<SX>();
-    check_memory<SX, SM>();
-    if constexpr (!inputs_ok<SX, SM>()) {
+    check_input<SX, any_failed_v<X, M>>();
+    check_memory<SX, SM, any_failed_v<X, M>>();
+    if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
       return attend(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
@@ -336,8 +344,8 @@ class multi_head_attention {
     requires(!detail::first_is_memory<Masks...>)
   constexpr auto weights(X&& x, Masks&&... masks) const {
     using SX = shape_of_t<X>;
-    check_input<SX>();
-    if constexpr (!inputs_ok<SX, SX>()) {
+    check_input<SX, failed_v<X>>();
+    if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
       return scores_of(detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
@@ -350,9 +358,9 @@ class multi_head_attention {
   constexpr auto weights(X&& x, M&& memory, Masks&&... masks) const {
     using SX = shape_of_t<X>;
     using SM = shape_of_t<M>;
-    check_input<SX>();
-    check_memory<SX, SM>();
-    if constexpr (!inputs_ok<SX, SM>()) {
+    check_input<SX, any_failed_v<X, M>>();
+    check_memory<SX, SM, any_failed_v<X, M>>();
+    if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
       return scores_of(std::forward<X>(x), std::forward<M>(memory), std::forward<Masks>(masks)...);
@@ -370,31 +378,31 @@ class multi_head_attention {
   static constexpr bool features_ok = S::cols == d_model;
   template <class SX, class SM>
   static constexpr bool batch_ok = SX::rank != 3 || SM::rank != 3 || SM::extents[0] == SX::extents[0];
-  template <class SX>
+  template <class SX, bool Quiet = false>
   static constexpr void check_input() {
-    static_assert(rank_ok<SX> || error::holds<error::mha_input_needs_rank_2_or_3<error::input_rank<SX::rank>>>,
+    static_assert(Quiet || rank_ok<SX> || error::holds<error::mha_input_needs_rank_2_or_3<error::input_rank<SX::rank>>>,
                   "attnx: multi_head_attention: the input must be (L, d_model) or (B, L, d_model)");
     if constexpr (rank_ok<SX>) {
-      static_assert(features_ok<SX> ||
+      static_assert(Quiet || features_ok<SX> ||
                         error::holds<error::mha_input_features_differ_from_d_model<error::input_features<SX::cols>,
                                                                                    error::d_model<d_model>>>,
                     "attnx: multi_head_attention: the input's feature extent (its last axis) must equal d_model");
     }
   }
-  template <class SX, class SM>
+  template <class SX, class SM, bool Quiet = false>
   static constexpr void check_memory() {
     if constexpr (rank_ok<SX>) {
-      static_assert(SM::rank == SX::rank ||
+      static_assert(Quiet || SM::rank == SX::rank ||
                         error::holds<error::mha_memory_rank_differs_from_input<error::input_rank<SX::rank>,
                                                                                error::memory_rank<SM::rank>>>,
                     "attnx: multi_head_attention: the memory must have the input's rank ((L_k, d_model) for an "
                     "input (L_q, d_model), (B, L_k, d_model) for (B, L_q, d_model))");
       if constexpr (SM::rank == SX::rank) {
-        static_assert(features_ok<SM> ||
+        static_assert(Quiet || features_ok<SM> ||
                           error::holds<error::mha_memory_features_differ_from_d_model<error::memory_features<SM::cols>,
                                                                                       error::d_model<d_model>>>,
                       "attnx: multi_head_attention: the memory's feature extent (its last axis) must equal d_model");
-        static_assert(batch_ok<SX, SM> ||
+        static_assert(Quiet || batch_ok<SX, SM> ||
                           error::holds<error::mha_memory_batch_differs_from_input<error::input_batch<SX::extents[0]>,
                                                                                   error::memory_batch<SM::extents[0]>>>,
                       "attnx: multi_head_attention: the memory's batch extent must equal the input's");
@@ -406,13 +414,13 @@ class multi_head_attention {
     return well_formed && rank_ok<SX> && SM::rank == SX::rank && features_ok<SX> && features_ok<SM> && batch_ok<SX, SM>;
   }
   // What a call with a rejected input (or on a module whose sizes were rejected) returns, its rule having
-  // been reported: a zero tensor of the output's shape, so that no second error follows.
+  // been reported: a failed expression of the output's shape, so that no second error follows.
   template <class SX>
   using output_placeholder =
       shape_cat_t<take_front_t<SX, (SX::rank >= 1 ? SX::rank - 1 : 0)>, shape<axis<names::d_model, d_model>>>;
   template <class S>
   static constexpr auto placeholder() {
-    return basic_tensor<T, S>{};
+    return failed_expr<T, S>{};
   }
 
   // ---- the expression ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 
 namespace attnx::error {
 
@@ -40,6 +41,28 @@ template <class T> struct lhs_element_type {};
 template <class T> struct rhs_element_type {};
 template <class T> struct target_element_type {};
 template <class T> struct source_element_type {};
+// Whole shapes, as their extents: target_shape<4, 3> and source_shape<3, 4>.
+template <std::size_t... E> struct target_shape {};
+template <std::size_t... E> struct source_shape {};
+template <std::size_t... E> struct view_shape {};
+template <std::size_t... E> struct tensor_shape {};
+template <std::size_t N> struct value_rows {};
+template <std::size_t N> struct L_k {};
+template <class T> struct argument_type {};
+template <std::size_t N> struct argument_position {};
+
+namespace detail {
+template <template <std::size_t...> class Fact, class S, class Seq = std::make_index_sequence<S::rank>>
+struct extents_fact;
+template <template <std::size_t...> class Fact, class S, std::size_t... I>
+struct extents_fact<Fact, S, std::index_sequence<I...>> {
+  using type = Fact<S::extents[I]...>;
+};
+}  // namespace detail
+template <class S> using target_shape_of = typename detail::extents_fact<target_shape, S>::type;
+template <class S> using source_shape_of = typename detail::extents_fact<source_shape, S>::type;
+template <class S> using view_shape_of = typename detail::extents_fact<view_shape, S>::type;
+template <class S> using tensor_shape_of = typename detail::extents_fact<tensor_shape, S>::type;
 
 // Rules. Each is only ever named inside `holds<...>`, which is false: the rule failed.
 template <class... Facts> struct matmul_inner_extents_differ { static constexpr bool value = false; };
@@ -63,6 +86,10 @@ template <class... Facts> struct d_model_not_divisible_by_heads { static constex
 template <class... Facts> struct heads_need_a_sequence_axis { static constexpr bool value = false; };
 template <class... Facts> struct element_types_differ { static constexpr bool value = false; };
 template <class... Facts> struct assignment_element_types_differ { static constexpr bool value = false; };
+template <class... Facts> struct view_shape_differs_from_tensor { static constexpr bool value = false; };
+template <class... Facts> struct view_element_type_differs_from_tensor { static constexpr bool value = false; };
+template <class... Facts> struct not_an_attnx_expression { static constexpr bool value = false; };
+template <class... Facts> struct attention_value_rows_differ_from_keys { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;

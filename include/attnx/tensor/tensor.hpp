@@ -65,11 +65,13 @@ constexpr std::size_t first_assignment_mismatch() {
 }
 }  // namespace detail
 
-// Checks, at compile time, that an expression of shape Source may be written into Target.
-template <class Target, class Source>
-constexpr void check_assignment() {
-  static_assert(Target::rank == Source::rank ||
-                    error::holds<error::assignment_ranks_differ<error::lhs_rank<Target::rank>, error::rhs_rank<Source::rank>>>,
+// Checks, at compile time, that an expression of shape Source may be written into Target. Quiet: the
+// expression already failed a rule (reported where it happened). Returns whether the rule holds.
+template <class Target, class Source, bool Quiet = false>
+constexpr bool check_assignment() {
+  static_assert(Quiet || Target::rank == Source::rank ||
+                    error::holds<error::assignment_ranks_differ<error::lhs_rank<Target::rank>, error::rhs_rank<Source::rank>,
+                                                                error::target_shape_of<Target>, error::source_shape_of<Source>>>,
                 "attnx: assignment: the expression's rank differs from the target's");
   if constexpr (Target::rank == Source::rank) {
     constexpr std::size_t i = detail::first_assignment_mismatch<Target, Source>();
@@ -77,28 +79,42 @@ constexpr void check_assignment() {
     if constexpr (Target::rank > 0) {
       using TA = typename Target::template axis_t<j>;
       using SA = typename Source::template axis_t<j>;
-      static_assert(i == Target::rank || TA::extent == SA::extent ||
+      static_assert(Quiet || i == Target::rank || TA::extent == SA::extent ||
                         error::holds<error::assignment_extents_differ<error::axis_index<j>, error::target_extent<TA::extent>,
-                                                                      error::source_extent<SA::extent>>>,
+                                                                      error::source_extent<SA::extent>,
+                                                                      error::target_shape_of<Target>, error::source_shape_of<Source>>>,
                     "attnx: assignment: the expression's extents differ from the target's");
-      static_assert(i == Target::rank || TA::extent != SA::extent ||
+      static_assert(Quiet || i == Target::rank || TA::extent != SA::extent ||
                         error::holds<error::assignment_axes_differ<error::axis_index<j>, error::target_axis<typename TA::name>,
                                                                    error::source_axis<typename SA::name>>>,
                     "attnx: assignment: the expression's axis names differ from the target's");
     }
+    return i == Target::rank;
+  } else {
+    return false;
   }
 }
 
 // Checks, at compile time, that an expression of element type value_t<E> may be written into elements
-// of type T: the same type (attnx converts nothing silently; cast<T>(e) converts). A mismatch inside the
-// expression was reported where it happened, and is not reported again here.
-template <class T, class E>
-constexpr void check_assignment_type() {
-  static_assert(std::is_same_v<T, value_t<E>> || has_element_type_error<E>() ||
+// of type T: the same type (attnx converts nothing silently; cast<T>(e) converts). Quiet as above.
+template <class T, class E, bool Quiet = false>
+constexpr bool check_assignment_type() {
+  static_assert(Quiet || std::is_same_v<T, value_t<E>> ||
                     error::holds<error::assignment_element_types_differ<error::target_element_type<T>,
                                                                        error::source_element_type<value_t<E>>>>,
                 "attnx: assignment: the expression's element type differs from the target's (convert it with "
                 "attnx::cast<T>(e))");
+  return std::is_same_v<T, value_t<E>>;
+}
+
+// Both assignment rules, quiet when the expression already failed; true when E may be evaluated into
+// elements of type T and shape Target.
+template <class T, class Target, class E>
+constexpr bool check_assignable() {
+  constexpr bool quiet = failed_v<E>;
+  constexpr bool shape_ok = check_assignment<Target, shape_of_t<E>, quiet>();
+  constexpr bool type_ok = check_assignment_type<T, E, quiet || !shape_ok>();
+  return !quiet && shape_ok && type_ok;
 }
 
 // Evaluation entry point (defined in attnx/eval/assign.hpp): writes the expression's elements,
@@ -136,23 +152,21 @@ class basic_tensor : public expression_tag {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, basic_tensor>)
   constexpr basic_tensor(const E& e) : s_(uninitialized) {
-    check_assignment<Shape, shape_of_t<E>>();
-    check_assignment_type<T, E>();
-    assign_into(data(), e);
+    if constexpr (check_assignable<T, Shape, E>()) assign_into(data(), e);
   }
 
   // Evaluates into a fresh buffer first, so `a = a * b` reads the old `a` throughout.
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, basic_tensor>)
   constexpr basic_tensor& operator=(const E& e) {
-    if (!std::is_constant_evaluated() && !reads_memory(e, data(), size)) {
-      check_assignment<Shape, shape_of_t<E>>();
-      check_assignment_type<T, E>();
-      assign_into(data(), e);
-      return *this;
+    if constexpr (check_assignable<T, Shape, E>()) {
+      if (!std::is_constant_evaluated() && !reads_memory(e, data(), size)) {
+        assign_into(data(), e);
+      } else {
+        basic_tensor fresh(e);
+        s_ = std::move(fresh.s_);
+      }
     }
-    basic_tensor fresh(e);
-    s_ = std::move(fresh.s_);
     return *this;
   }
 

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/traversal.hpp"
@@ -51,6 +52,27 @@ class basic_view : public expression_tag {
   constexpr basic_view(std::conditional_t<std::is_const_v<T>, const basic_tensor<element, Shape>&,
                                           basic_tensor<element, Shape>&> t) noexcept
       : p_(t.data()) {}
+  // A tensor of another shape or element type: one error naming the rule and both shapes (or both
+  // element types), instead of a list of candidate constructors. A tensor whose axes differ only in
+  // names that unify (an unnamed axis takes any name) is viewed as usual.
+  template <class Tn>
+    requires(is_tensor_v<Tn> && !std::is_same_v<std::remove_cvref_t<Tn>, basic_tensor<element, Shape>> &&
+             (std::is_const_v<T> || !std::is_const_v<std::remove_reference_t<Tn>>))
+  constexpr basic_view(Tn&& t) : p_(nullptr) {
+    using S2 = shape_of_t<Tn>;
+    using U = value_t<Tn>;
+    constexpr bool shape_ok = S2::rank == rank && detail::first_assignment_mismatch<Shape, S2>() == rank;
+    constexpr bool type_ok = std::is_same_v<U, element>;
+    static_assert(shape_ok || error::holds<error::view_shape_differs_from_tensor<error::view_shape_of<Shape>,
+                                                                               error::tensor_shape_of<S2>>>,
+                  "attnx: view: the tensor's shape differs from the view's (view a tensor with its own shape, or "
+                  "reinterpret its memory explicitly: view<T, ...>(t.data(), t.size))");
+    static_assert(!shape_ok || type_ok ||
+                      error::holds<error::view_element_type_differs_from_tensor<error::target_element_type<element>,
+                                                                                error::source_element_type<U>>>,
+                  "attnx: view: the tensor's element type differs from the view's (attnx converts nothing silently)");
+    if constexpr (shape_ok && type_ok) p_ = t.data();
+  }
   // A writable view converts to a read-only one.
   template <class U>
     requires(std::is_const_v<T> && std::same_as<U, element>)
@@ -73,14 +95,24 @@ class basic_view : public expression_tag {
   constexpr const basic_view& operator=(const E& e) const
     requires(!std::is_const_v<T>)
   {
-    check_assignment<Shape, shape_of_t<E>>();
-    check_assignment_type<element, E>();
-    if (!std::is_constant_evaluated() && !reads_memory(e, p_, size)) {
-      assign_into(p_, e);
-      return *this;
+    if constexpr (check_assignable<element, Shape, E>()) {
+      if (!std::is_constant_evaluated() && !reads_memory(e, p_, size)) {
+        assign_into(p_, e);
+      } else {
+        basic_tensor<element, Shape> fresh(e);
+        for (std::size_t i = 0; i < size; ++i) p_[i] = fresh.data()[i];
+      }
     }
-    basic_tensor<element, Shape> fresh(e);
-    for (std::size_t i = 0; i < size; ++i) p_[i] = fresh.data()[i];
+    return *this;
+  }
+  // The same on a non-const view: without it, assigning a tensor to a view would also consider the
+  // implicit copy assignment through the converting constructor (an ambiguity instead of the rule).
+  // Assigning a view of the same type still rebinds it (the implicit copy assignment is preferred).
+  template <expression E>
+  constexpr basic_view& operator=(const E& e)
+    requires(!std::is_const_v<T>)
+  {
+    std::as_const(*this) = e;
     return *this;
   }
 
