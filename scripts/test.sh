@@ -168,11 +168,11 @@ for c in "${CONFIGS[@]}"; do
     clang)
       run_config clang clang++ "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DATTNX_SANITIZE= ;;
     asan)
-      run_config asan g++ "compile_fail|headers|install|fuzz" \
+      run_config asan g++ "compile_fail|headers|warnings|install|fuzz" \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
         -DATTNX_SANITIZE=address,undefined ;;
     tsan)
-      run_config tsan g++ "compile_fail|headers|install|fuzz" \
+      run_config tsan g++ "compile_fail|headers|warnings|install|fuzz" \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
         -DATTNX_SANITIZE=thread ;;
     fuzz)

@@ -227,21 +227,21 @@ struct pattern<matmul_expr<softmax_expr<P>, V>> {
     if constexpr (!c::value) {
       return false;
     } else {
-      using T = value_t<P>;
-      using Q = typename c::q;
-      using K = typename c::k;
-      constexpr std::size_t R = S::rank;
-      if constexpr (!(std::is_same_v<T, float> || std::is_same_v<T, double>) || !(R >= 2 && R <= 4)) {
+      using elem_t = value_t<P>;
+      using q_op = typename c::q;
+      using k_op = typename c::k;
+      constexpr std::size_t rank_n = S::rank;
+      if constexpr (!(std::is_same_v<elem_t, float> || std::is_same_v<elem_t, double>) || !(rank_n >= 2 && rank_n <= 4)) {
         return false;
       } else {
-        constexpr std::size_t rq = shape_of_t<Q>::rank, rk = shape_of_t<K>::rank, rv = shape_of_t<V>::rank;
-        if constexpr (!(rq == R && (rk == 2 || rk == R) && (rv == 2 || rv == R))) {
+        constexpr std::size_t rq = shape_of_t<q_op>::rank, rk = shape_of_t<k_op>::rank, rv = shape_of_t<V>::rank;
+        if constexpr (!(rq == rank_n && (rk == 2 || rk == rank_n) && (rv == 2 || rv == rank_n))) {
           return false;
         } else {
-          constexpr std::size_t gq = strided_operand<Q>::group, gk = strided_operand<K>::group,
+          constexpr std::size_t gq = strided_operand<q_op>::group, gk = strided_operand<k_op>::group,
                                 gv = strided_operand<V>::group;
-          return std::is_same_v<value_t<Q>, T> && std::is_same_v<value_t<K>, T> && std::is_same_v<value_t<V>, T> &&
-                 c::steps <= kernels::max_score_steps && gq == 1 && gk == gv && (gk == 1 || R == 4);
+          return std::is_same_v<value_t<q_op>, elem_t> && std::is_same_v<value_t<k_op>, elem_t> && std::is_same_v<value_t<V>, elem_t> &&
+                 c::steps <= kernels::max_score_steps && gq == 1 && gk == gv && (gk == 1 || rank_n == 4);
         }
       }
     }

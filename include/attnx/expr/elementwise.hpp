@@ -68,10 +68,10 @@ constexpr std::size_t first_broadcast_mismatch(bool names) {
   std::size_t bad = R;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((bad == R && [&] {
-       using X = detail::aligned_axis_t<A, R, I>;
-       using Y = detail::aligned_axis_t<B, R, I>;
-       if (names) return X::extent == Y::extent && !names_unify_v<typename X::name, typename Y::name>;
-       return X::extent != Y::extent && X::extent != 1 && Y::extent != 1;
+       using ax = detail::aligned_axis_t<A, R, I>;
+       using ay = detail::aligned_axis_t<B, R, I>;
+       if (names) return ax::extent == ay::extent && !names_unify_v<typename ax::name, typename ay::name>;
+       return ax::extent != ay::extent && ax::extent != 1 && ay::extent != 1;
      }() ? (bad = I, 0) : 0),
      ...);
   }(std::make_index_sequence<R>{});

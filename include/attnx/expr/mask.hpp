@@ -110,9 +110,9 @@ constexpr bool check_mask_shape() {
     std::size_t b = R;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((b == R && [] {
-         using X = detail::aligned_axis_t<S, R, I>;
-         using Y = detail::aligned_axis_t<M, R, I>;
-         return (Y::extent != X::extent && Y::extent != 1) || I + S::rank < R;
+         using ax = detail::aligned_axis_t<S, R, I>;
+         using ay = detail::aligned_axis_t<M, R, I>;
+         return (ay::extent != ax::extent && ay::extent != 1) || I + S::rank < R;
        }() ? (b = I, 0) : 0),
        ...);
     }(std::make_index_sequence<R>{});

@@ -216,11 +216,11 @@ concept preparing_similarity = requires(const F& f, std::span<T> v, std::span<co
 
 template <class F, class T>
 inline constexpr bool similarity_callable_v = [] {
-  using B = bound_similarity_t<F, T>;
-  if constexpr (preparing_similarity<B, T>) {
+  using bound = bound_similarity_t<F, T>;
+  if constexpr (preparing_similarity<bound, T>) {
     return true;
-  } else if constexpr (std::is_invocable_v<const B&, std::span<const T>, std::span<const T>>) {
-    return std::is_convertible_v<std::invoke_result_t<const B&, std::span<const T>, std::span<const T>>, T>;
+  } else if constexpr (std::is_invocable_v<const bound&, std::span<const T>, std::span<const T>>) {
+    return std::is_convertible_v<std::invoke_result_t<const bound&, std::span<const T>, std::span<const T>>, T>;
   } else {
     return false;
   }
@@ -307,35 +307,35 @@ constexpr bool check_pairwise() {
                       error::holds<error::pairwise_batch_ranks_differ<error::query_rank<SQ::rank>, error::key_rank<SK::rank>>>,
                   "attnx: pairwise: a batched K must have Q's batch axes (or be a plain matrix shared by all)");
     if constexpr (!shared && SK::rank == SQ::rank) {
-      constexpr std::size_t B = SQ::rank - 2;
+      constexpr std::size_t nbatch = SQ::rank - 2;
       constexpr auto first = [](bool names) {
-        std::size_t bad = B;
+        std::size_t bad = nbatch;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
-          ((bad == B && [&] {
+          ((bad == nbatch && [&] {
              using X = typename SQ::template axis_t<I>;
              using Y = typename SK::template axis_t<I>;
              return names ? (X::extent == Y::extent && !names_unify_v<typename X::name, typename Y::name>)
                           : X::extent != Y::extent;
            }() ? (bad = I, 0) : 0),
            ...);
-        }(std::make_index_sequence<B>{});
+        }(std::make_index_sequence<nbatch>{});
         return bad;
       };
       constexpr std::size_t e = first(false);
-      using EX = typename SQ::template axis_t<(e < B ? e : 0)>;
-      using EY = typename SK::template axis_t<(e < B ? e : 0)>;
-      static_assert(quiet || e == B ||
+      using EX = typename SQ::template axis_t<(e < nbatch ? e : 0)>;
+      using EY = typename SK::template axis_t<(e < nbatch ? e : 0)>;
+      static_assert(quiet || e == nbatch ||
                         error::holds<error::pairwise_batch_extents_differ<
                             error::axis_index<e>, error::query_batch_extent<EX::extent>, error::key_batch_extent<EY::extent>>>,
                     "attnx: pairwise: the batch extents of Q and K differ");
       constexpr std::size_t n = first(true);
-      using NX = typename SQ::template axis_t<(n < B ? n : 0)>;
-      using NY = typename SK::template axis_t<(n < B ? n : 0)>;
-      static_assert(quiet || e < B || n == B ||
+      using NX = typename SQ::template axis_t<(n < nbatch ? n : 0)>;
+      using NY = typename SK::template axis_t<(n < nbatch ? n : 0)>;
+      static_assert(quiet || e < nbatch || n == nbatch ||
                         error::holds<error::pairwise_batch_axes_differ<error::axis_index<n>, error::query_batch_axis<typename NX::name>,
                                                                        error::key_batch_axis<typename NY::name>>>,
                     "attnx: pairwise: the batch axes of Q and K have different names");
-      return extents_ok && names_ok && e == B && n == B;
+      return extents_ok && names_ok && e == nbatch && n == nbatch;
     } else {
       return extents_ok && names_ok && batch_rank_ok;
     }

@@ -40,7 +40,14 @@ struct vec<float, avx512_t> {
   static reg max_keep(reg x, reg m) { return _mm512_maskz_max_ps(all, x, m); }
   static reg min_pass(reg c, reg x) { return _mm512_maskz_min_ps(all, c, x); }
   static reg max_pass(reg c, reg x) { return _mm512_maskz_max_ps(all, c, x); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-conversion"  // GCC's -O0 macro form casts the mask to short
+#endif
   static reg round_nearest(reg x) { return _mm512_maskz_roundscale_ps(all, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   // vscalefps: p * 2^n, rounding subnormal results once, 0 below them, NaN kept.
   static reg scale_pow2(reg p, reg n) { return _mm512_maskz_scalef_ps(all, p, n); }
   static reg neg_inf_to_zero(reg m) {
@@ -79,7 +86,14 @@ struct vec<double, avx512_t> {
   static reg max_keep(reg x, reg m) { return _mm512_maskz_max_pd(all, x, m); }
   static reg min_pass(reg c, reg x) { return _mm512_maskz_min_pd(all, c, x); }
   static reg max_pass(reg c, reg x) { return _mm512_maskz_max_pd(all, c, x); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-conversion"  // GCC's -O0 macro form casts the mask to short
+#endif
   static reg round_nearest(reg x) { return _mm512_maskz_roundscale_pd(all, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   static reg scale_pow2(reg p, reg n) { return _mm512_maskz_scalef_pd(all, p, n); }
   static reg neg_inf_to_zero(reg m) {
     const __mmask8 k = _mm512_cmp_pd_mask(m, set1(-std::numeric_limits<double>::infinity()), _CMP_EQ_OQ);

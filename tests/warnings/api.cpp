@@ -1,0 +1,199 @@
+// Touches every public function of attnx once, so that tests/CMakeLists.txt can compile it (with the
+// examples) under -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Wsign-conversion -Werror, the
+// headers included with -I: a warning from any attnx header fails the build.
+//
+// The program also runs (test warnings.api.run) and checks a few values, so that what it touches is
+// instantiated the way users instantiate it rather than only named.
+//
+// Every one-letter upper-case name is declared at global scope, as user programs do (Q, K, V, X, ...):
+// a local declaration in a header with such a name would shadow it (-Wshadow).
+#include <attnx/attnx.hpp>
+#ifdef ATTNX_WARNINGS_JSON
+// (spelled "# include" so that the build's scan for the JSON dependency leaves this file alone)
+# include <attnx/io/safetensors.hpp>
+#endif
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <cstddef>
+#include <iostream>
+#include <sstream>
+#include <vector>
+
+int A, B, C, D, E, F, G, H, I, J, K, L, M, N, O, P, Q, R, S, T, U, V, W, X, Y, Z;  // NOLINT
+
+namespace {
+
+using namespace attnx;
+
+int failures = 0;
+void expect(bool ok, const char* what) {
+  if (!ok) {
+    std::cerr << "api: " << what << " failed\n";
+    ++failures;
+  }
+}
+
+template <class Tn>
+Tn ramp(double step) {
+  return Tn::generate([&](auto... idx) {
+    double acc = 0, mul = 1;
+    ((acc += std::sin(step * double(idx) * mul), mul += 0.7), ...);
+    return static_cast<value_t<Tn>>(acc);
+  });
+}
+
+void expressions() {
+  const auto xs = ramp<tensor<float, seq<6>, d_model<8>>>(0.3);
+  const auto wq = ramp<tensor<float, d_model<8>, d_k<4>>>(0.5);
+  const auto wk = ramp<tensor<float, d_model<8>, d_k<4>>>(0.7);
+  const auto wv = ramp<tensor<float, d_model<8>, d_v<4>>>(0.9);
+  tensor<float, seq<6>, d_k<4>> qs = xs * wq;
+  tensor<float, seq<6>, d_k<4>> ks = xs * wk;
+  tensor<float, seq<6>, d_v<4>> vs = xs * wv;
+
+  // element-wise, unary, reductions
+  tensor<float, seq<6>, d_k<4>> e1 = qs + ks - hadamard(qs, ks) * 2.f / 3.f;
+  tensor<float, seq<6>, d_k<4>> e2 = exp(qs) + log(abs(ks) + 1.f) + sqrt(abs(qs)) + tanh(ks) - square(qs);
+  tensor<float, seq<6>, d_k<4>> e3 = -scale(qs, 0.5f) + temperature(ks, 2.f);
+  tensor<float, seq<6>, 1> rmax = row_max(qs);
+  tensor<float, seq<6>, 1> rsum = row_sum(ks);
+  tensor<float, seq<6>, d_k<4>> sm = softmax(qs);
+  tensor<float, seq<6>, d_k<4>> sm0 = softmax(qs - row_max(qs));
+  expect(std::abs(rsum(0, 0) - (ks(0, 0) + ks(0, 1) + ks(0, 2) + ks(0, 3))) < 1e-5f, "row_sum");
+  expect(rmax(1, 0) >= qs(1, 2) && sm(2, 0) > 0 && sm0(0, 1) > 0 && e1(0, 0) == e1(0, 0) && e2(1, 1) == e2(1, 1) &&
+             e3(2, 2) == e3(2, 2),
+         "element-wise");
+
+  // products, attention, masks
+  tensor<float, seq<6>, seq<6>> sc = qs * transpose(ks);
+  tensor<float, seq<6>, seq<6>> sc2 = matmul(qs, transpose(ks));
+  expect(sc == sc2, "matmul");
+  tensor<float, seq<6>, d_v<4>> o1 = softmax(scale(qs * transpose(ks), 0.5f)) * vs;
+  tensor<float, seq<6>, d_v<4>> o2 = attention(qs, ks, vs);
+  tensor<float, seq<6>, d_v<4>> o3 = attention(qs, ks, vs, causal);
+  tensor<float, seq<6>, d_v<4>> o4 = attention(qs, ks, vs, causal_bottom_right, key_padding<5>);
+  tensor<bool, seq<6>, seq<6>> allowed = tensor<bool, seq<6>, seq<6>>::generate([](std::size_t r0, std::size_t c0) { return c0 <= r0 + 1; });
+  tensor<float, seq<6>, seq<6>> bias = tensor<float, seq<6>, seq<6>>::generate([](std::size_t r0, std::size_t c0) { return -0.1f * float(c0 + r0); });
+  tensor<float, seq<6>, d_v<4>> o5 = attention(qs, ks, vs, allowed, additive(bias));
+  tensor<float, seq<6>, d_v<4>> o6 = softmax(mask(scaled_scores(qs, ks), causal, -1e9f)) * vs;
+  tensor<float, seq<6>, seq<6>> aw = attention_weights(qs, ks, causal);
+  tensor<float, seq<6>, seq<6>> ms = mask(sc, allowed);
+  tensor<float, seq<6>, seq<6>> ma = mask(sc, additive(bias));
+  expect(std::abs(o3(0, 1) - vs(0, 1)) < 1e-5f && aw(0, 1) == 0.f && o1(0, 0) == o1(0, 0), "causal attention");
+  expect(o2(5, 3) == o2(5, 3) && o4(0, 0) == o4(0, 0) && o5(1, 1) == o5(1, 1) && std::abs(o6(4, 2) - o3(4, 2)) < 1e-4f &&
+             ms(0, 5) < 0 && ma(0, 0) == sc(0, 0),
+         "masks");
+
+  // batches, heads, key lengths
+  const auto xb = ramp<tensor<float, batch<2>, seq<5>, d_model<8>>>(0.4);
+  const auto wo = ramp<tensor<float, d_model<8>, d_model<8>>>(0.2);
+  auto qh = split_heads<2>(xb * wo);
+  tensor<float, batch<2>, heads<2>, seq<5>, d_k<4>> qhs = qh;
+  tensor<float, batch<2>, seq<5>, d_model<8>> merged = merge_heads(qhs);
+  expect(std::abs(merged(1, 2, 7) - tensor<float, batch<2>, seq<5>, d_model<8>>(xb * wo)(1, 2, 7)) < 1e-4f, "heads");
+  auto kv = split_heads<1>(xb * wo);
+  tensor<float, batch<2>, heads<2>, seq<5>, d_model<8>> rep = repeat_heads<2>(kv);
+  expect(rep(1, 1, 2, 3) == rep(1, 0, 2, 3), "repeat_heads");
+  const std::vector<std::size_t> lens{3, 5};
+  tensor<float, batch<2>, seq<5>, d_model<8>> att = merge_heads(attention(qhs, qhs, qhs, key_lengths(lens)));
+  expect(att(0, 0, 0) == att(0, 0, 0), "key_lengths");
+
+  // similarities
+  tensor<float, seq<6>, seq<6>> dsc = dot_scores(qs, ks);
+  tensor<float, seq<6>, seq<6>> dsc2 = dot_scores(qs, ks, 0.5);
+  tensor<float, seq<6>, seq<6>> cs = cosine_scores(qs, ks, 0.1);
+  tensor<float, seq<6>, seq<6>> rb = rbf_scores(qs, qs, 1.0);
+  const auto w1 = ramp<tensor<float, d_k<4>, d_model<8>>>(0.3);
+  const auto w2 = ramp<tensor<float, d_k<4>, d_model<8>>>(0.6);
+  const auto wa = ramp<tensor<float, d_model<8>>>(0.8);
+  tensor<float, seq<6>, seq<6>> ad = additive_scores(qs, ks, w1, w2, wa);
+  tensor<float, seq<6>, seq<6>> pw = pairwise(qs, ks, [](std::span<const float> a0, std::span<const float> b0) {
+    float acc = 0;
+    for (std::size_t i0 = 0; i0 < a0.size(); ++i0) acc += a0[i0] * b0[i0];
+    return acc;
+  });
+  if (std::getenv("ATTNX_API_VERBOSE"))
+    std::cout << dsc(2, 3) << " " << sc(2, 3) << " " << pw(1, 4) << " " << sc(1, 4) << " " << dsc2(0, 1) << " " << sc(0, 1) << " "
+              << cs(0, 0) << " " << rb(1, 1) << " " << ad(0, 0) << "\n";
+  // dot_scores scales by 1/sqrt(d_k) = 1/2 unless told otherwise
+  expect(std::abs(2 * dsc(2, 3) - sc(2, 3)) < 1e-3f && std::abs(pw(1, 4) - sc(1, 4)) < 1e-4f &&
+             std::abs(2 * dsc2(0, 1) - sc(0, 1)) < 1e-4f && cs(0, 0) == cs(0, 0) && rb(1, 1) == 0.f && ad(0, 0) == ad(0, 0),
+         "similarities");
+
+  // casts, evaluation, views
+  tensor<double, seq<6>, d_k<4>> qd = cast<double>(qs);
+  expect(qd(1, 1) == double(qs(1, 1)), "cast");
+  tensor<float, seq<6>, d_k<4>> ev = evaluate(qs + ks);
+  context ctx;
+  ctx.set_threads(2);
+  ctx.set_isa(simd::isa::scalar);
+  tensor<float, seq<6>, d_v<4>> o7 = evaluate(attention(qs, ks, vs), ctx);
+  expect(std::abs(o7(3, 3) - o2(3, 3)) < 1e-5f && ctx.threads() == 2 && ctx.fused_runs() == 1, "context");
+  {
+    context_scope scope(ctx);
+    tensor<float, seq<6>, d_v<4>> o8 = attention(qs, ks, vs);
+    expect(o8 == o7, "context_scope");
+  }
+  tensor<float, seq<6>, d_v<4>> o9;
+  assign(o9, attention(qs, ks, vs), ctx);
+  expect(o9 == o7, "assign");
+  std::vector<float> buffer(24);
+  view<float, 6, 4> out(buffer);
+  out = qs + qs;
+  expect(ev(1, 2) == qs(1, 2) + ks(1, 2), "evaluate");
+  view<const float, seq<6>, d_k<4>> in(qs);
+  tensor<float, seq<6>, d_k<4>> twice = in + in;
+  expect(buffer[5] == twice.data()[5], "views");
+  std::ostringstream os;
+  os << qs << out << shape_string<shape_of_t<decltype(qs)>>();
+  expect(!os.str().empty(), "printing");
+
+  // instruction sets
+  os << simd::name(simd::best_supported()) << simd::supported_list() << simd::supported().size()
+     << simd::compiled(simd::isa::avx2) << simd::cpu_supports(simd::isa::avx512)
+     << simd::parse("avx2").has_value() << exec::hardware_threads() << default_context().threads();
+  set_threads(default_context().threads());
+}
+
+constexpr double constant_attention() {
+  constexpr tensor<double, seq<3>, d_k<2>> q3{{1, 0}, {0, 1}, {1, 1}};
+  tensor<double, seq<3>, d_k<2>> o3 = attention(q3, q3, q3, causal);
+  return o3(0, 0);
+}
+static_assert(constant_attention() == 1.0);
+
+void modules() {
+  using mha_t = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1, .bias = true}>;
+  mha_t mha;
+  mha.w_q = ramp<decltype(mha.w_q)>(0.3);
+  mha.w_k = ramp<decltype(mha.w_k)>(0.4);
+  mha.w_v = ramp<decltype(mha.w_v)>(0.5);
+  mha.w_o = ramp<decltype(mha.w_o)>(0.6);
+  const auto xb = ramp<tensor<float, batch<2>, seq<5>, d_model<8>>>(0.4);
+  tensor<float, batch<2>, seq<5>, d_model<8>> y1 = mha(xb, causal);
+  tensor<float, batch<2>, seq<5>, d_model<8>> y2 = mha(xb, xb);
+  const auto x1 = ramp<tensor<float, seq<5>, d_model<8>>>(0.4);
+  tensor<float, seq<5>, d_model<8>> y3 = mha(x1);
+  tensor<float, batch<2>, heads<2>, seq<5>, seq<5>> wts = mha.weights(xb, causal);
+  expect(y1(0, 0, 0) == y1(0, 0, 0) && y2(1, 4, 7) == y2(1, 4, 7) && y3(0, 0) == y3(0, 0) && wts(0, 0, 0, 1) == 0.f,
+         "multi_head_attention");
+#ifdef ATTNX_WARNINGS_JSON
+  const auto path = std::filesystem::temp_directory_path() / "attnx_warnings_api.safetensors";
+  safetensors::save(path, {safetensors::make_entry("x", xb)}, {{"note", "api"}});
+  const safetensors::file st(path);
+  const auto back = st.load<tensor<float, batch<2>, seq<5>, d_model<8>>>("x");
+  std::filesystem::remove(path);
+  expect(back == xb && !safetensors::shape_text(st.tensors().at("x").shape).empty(), "safetensors");
+#endif
+}
+
+}  // namespace
+
+int main() {
+  expressions();
+  modules();
+  if (failures == 0) std::cout << "api: all checks passed\n";
+  return failures == 0 ? 0 : 1;
+}
