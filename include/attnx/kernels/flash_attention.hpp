@@ -24,11 +24,13 @@
 #include <vector>
 
 #include "attnx/exec/context.hpp"
+#include "attnx/exec/memory.hpp"
 #include "attnx/kernels/attention_problem.hpp"
 #include "attnx/simd/isa.hpp"
 #include "attnx/simd/target.hpp"
 #include "attnx/simd/vec.hpp"
 
+ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels::detail {
 
 constexpr bool is_scale(step_kind k) { return k == step_kind::multiply || k == step_kind::divide; }
@@ -224,8 +226,14 @@ ATTNX_TARGET_END
 namespace attnx::kernels {
 namespace detail {
 
-struct aligned_free {
-  void operator()(void* p) const { ::operator delete[](p, std::align_val_t{64}); }
+struct scratch_block {  // a block of exec::allocate_bytes, given back on destruction
+  explicit scratch_block(std::size_t n) : bytes(n), p(static_cast<std::byte*>(exec::allocate_bytes(n))) {}
+  scratch_block(const scratch_block&) = delete;
+  scratch_block& operator=(const scratch_block&) = delete;
+  ~scratch_block() { exec::release_bytes(p, bytes); }
+  std::byte* get() const noexcept { return p; }
+  std::size_t bytes;
+  std::byte* p;
 };
 
 template <class T>
@@ -311,8 +319,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads) {
   // Per thread: the tile scratch, then the limits. Allocated here so that the workers cannot throw.
   const std::size_t tile_bytes = Kernel::scratch_elems(p.dk, p.dv) * sizeof(T);
   const std::size_t bytes = (tile_bytes + Kernel::limit_elems() * sizeof(std::size_t) + 63) / 64 * 64;
-  std::unique_ptr<std::byte[], aligned_free> buf(
-      static_cast<std::byte*>(::operator new[](bytes * slots, std::align_val_t{64})));
+  const scratch_block buf(bytes * slots);
 
   exec::parallel_for(items.size(), slots, [&](std::size_t n, unsigned slot) {
     std::byte* mine = buf.get() + bytes * slot;
@@ -368,3 +375,4 @@ void flash_attention(const attention_problem<T>& p) {
 }
 
 }  // namespace attnx::kernels
+ATTNX_OPTIMIZE_END

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "attnx/config.hpp"
+#include "attnx/exec/memory.hpp"
 
 namespace attnx {
 
@@ -74,14 +75,15 @@ class storage<T, N, false> {
       return p;
     }
     static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
-    return static_cast<T*>(::operator new(N * sizeof(T), std::align_val_t{heap_alignment}));
+    static_assert(heap_alignment <= exec::memory_alignment);
+    return static_cast<T*>(exec::allocate_bytes(N * sizeof(T)));  // large blocks reused (exec/memory.hpp)
   }
   constexpr void release() {
     if (!p_) return;
     if (std::is_constant_evaluated()) {
       std::allocator<T>{}.deallocate(p_, N);
     } else {
-      ::operator delete(p_, std::align_val_t{heap_alignment});
+      exec::release_bytes(p_, N * sizeof(T));
     }
     p_ = nullptr;
   }

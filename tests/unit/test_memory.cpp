@@ -1,0 +1,88 @@
+// exec/memory.hpp: the per-thread cache of large blocks that tensors and kernels allocate.
+#define BOOST_TEST_MODULE memory
+#include <boost/test/unit_test.hpp>
+
+#include <attnx/attnx.hpp>
+
+#include <cstdint>
+#include <thread>
+
+namespace ex = attnx::exec;
+
+BOOST_AUTO_TEST_CASE(blocks_are_aligned_and_large_ones_reused_by_the_same_thread) {
+  ex::release_cached_memory();
+  BOOST_TEST(ex::cached_bytes() == 0u);
+  const std::size_t big = std::size_t(1) << 20;
+  void* a = ex::allocate_bytes(big);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(a) % ex::memory_alignment == 0u);
+  ex::release_bytes(a, big);
+  if constexpr (ex::block_cache_enabled) {
+    BOOST_TEST(ex::cached_bytes() == big);
+    void* b = ex::allocate_bytes(big);  // the same size: the same block back
+    BOOST_TEST(b == a);
+    BOOST_TEST(ex::cached_bytes() == 0u);
+    void* c = ex::allocate_bytes(big + 64);  // another size: a fresh block
+    BOOST_TEST(c != b);
+    ex::release_bytes(b, big);
+    ex::release_bytes(c, big + 64);
+    BOOST_TEST(ex::cached_bytes() == 2 * big + 64);
+    ex::release_cached_memory();
+  }
+  BOOST_TEST(ex::cached_bytes() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(small_blocks_and_null_are_not_kept) {
+  ex::release_cached_memory();
+  void* p = ex::allocate_bytes(100);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(p) % ex::memory_alignment == 0u);
+  ex::release_bytes(p, 100);
+  ex::release_bytes(nullptr, ex::cache_min_bytes);
+  BOOST_TEST(ex::cached_bytes() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_cache_is_bounded_in_blocks_and_bytes) {
+  ex::release_cached_memory();
+  const std::size_t sz = ex::cache_min_bytes;
+  for (std::size_t i = 0; i < ex::cache_slots + 5; ++i) ex::release_bytes(ex::allocate_bytes(sz + 64 * i), sz + 64 * i);
+  if constexpr (ex::block_cache_enabled) {
+    std::size_t want = 0;  // the newest cache_slots blocks are kept
+    for (std::size_t i = 5; i < ex::cache_slots + 5; ++i) want += sz + 64 * i;
+    BOOST_TEST(ex::cached_bytes() == want);
+    const std::size_t huge = ex::cache_max_bytes / 2 + 64;
+    ex::release_bytes(ex::allocate_bytes(huge), huge);
+    ex::release_bytes(ex::allocate_bytes(huge + 64), huge + 64);  // both cannot stay: the older goes
+    BOOST_TEST(ex::cached_bytes() <= ex::cache_max_bytes);
+    BOOST_TEST(ex::cached_bytes() >= huge + 64);
+  }
+  ex::release_cached_memory();
+  BOOST_TEST(ex::cached_bytes() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_block_freed_by_another_thread_goes_to_that_threads_cache) {
+  ex::release_cached_memory();
+  const std::size_t big = std::size_t(2) << 20;
+  void* p = ex::allocate_bytes(big);
+  std::size_t other_cached = 0;
+  std::thread t([&] {
+    ex::release_bytes(p, big);
+    other_cached = ex::cached_bytes();
+  });  // that thread's cache is emptied when it exits
+  t.join();
+  BOOST_TEST(ex::cached_bytes() == 0u);
+  BOOST_TEST(other_cached == (ex::block_cache_enabled ? big : 0u));
+}
+
+BOOST_AUTO_TEST_CASE(tensors_reuse_their_storage_and_stay_correct) {
+  ex::release_cached_memory();
+  using big_t = attnx::tensor<float, 256, 256>;  // 256 KiB: on the heap
+  static_assert(sizeof(big_t) < 1024);
+  const void* first = nullptr;
+  for (int round = 0; round < 3; ++round) {
+    big_t a = big_t::generate([&](std::size_t i, std::size_t j) { return float(i + j + std::size_t(round)); });
+    big_t b = a + a;
+    BOOST_TEST(b(3, 4) == 2.0f * float(7 + round));
+    if (round == 0) first = a.data();
+    if (round > 0 && ex::block_cache_enabled) BOOST_TEST((a.data() == first || b.data() == first));
+  }
+  ex::release_cached_memory();
+}
