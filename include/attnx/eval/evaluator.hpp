@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/expression.hpp"
@@ -235,6 +236,10 @@ struct evaluator<matmul_expr<A, B>> {
     a.begin_row(r);
     const auto* bm = b.data() + (batched_rhs ? (r / M) * K * N : 0);
     T* o = out.data();
+    if (std::is_constant_evaluated()) {
+      constant_row(bm, o);
+      return;
+    }
     for (std::size_t j = 0; j < N; ++j) o[j] = 0;
     for (std::size_t k = 0; k < K; ++k) {
       const T ak = static_cast<T>(a.at(k));
@@ -243,9 +248,35 @@ struct evaluator<matmul_expr<A, B>> {
     }
     if (!std::is_constant_evaluated()) row = o;
   }
-  constexpr T at(std::size_t j) const {
-    if (std::is_constant_evaluated()) return out.data()[j];
-    return row[j];
+  constexpr T at(std::size_t j) const { return std::is_constant_evaluated() ? out.data()[j] : row[j]; }
+
+  // A constant evaluation is bounded by what it runs: clang counts statements (-fconstexpr-steps), g++
+  // every operation it evaluates (-fconstexpr-ops-limit; docs/design.md). So there the row is the same
+  // axpy (out += a[k] * B[k, :], k = 0, 1, ..., bit for bit the loop below) with the columns in chunks
+  // of up to 16 per statement (fold expressions over a static count) and no index arithmetic per term.
+  static constexpr std::size_t chunk = N < 16 ? (N > 0 ? N : 1) : 16;
+  template <class BP>
+  constexpr void constant_row(const BP* bm, T* o) {
+    [&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
+      constexpr std::size_t full = N - N % chunk;
+      for (std::size_t c = 0; c < full; c += chunk) {
+        T* oc = o + c;
+        ((oc[I] = T(0)), ...);
+      }
+      ((o[full + R] = T(0)), ...);
+      for (std::size_t k = 0; k < K; ++k) {
+        const T ak = static_cast<T>(a.at(k));
+        const BP* br = bm + k * N;
+        for (std::size_t c = 0; c < full; c += chunk) {
+          T* oc = o + c;
+          const BP* bc = br + c;
+          ((oc[I] += ak * static_cast<T>(bc[I])), ...);
+        }
+        T* ot = o + full;
+        const BP* bt = br + full;
+        ((ot[R] += ak * static_cast<T>(bt[R])), ...);
+      }
+    }(std::make_index_sequence<chunk>{}, std::make_index_sequence<N % chunk>{});
   }
 
   evaluator<A> a;
@@ -296,6 +327,10 @@ struct evaluator<softmax_expr<A>> {
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
     T* w = buf.data();
+    if (std::is_constant_evaluated()) {
+      constant_row(w);
+      return;
+    }
     T m = ops::row_max::init<T>();
     for (std::size_t j = 0; j < N; ++j) {
       w[j] = static_cast<T>(a.at(j));
@@ -320,6 +355,41 @@ struct evaluator<softmax_expr<A>> {
     }
   }
   constexpr T at(std::size_t j) const { return buf.data()[j]; }
+
+  // The same row in a constant evaluation, in fewer statements (see the product's constant_row):
+  // chunks of terms per statement, the same operations in the same order, bit for bit the same.
+  static constexpr std::size_t chunk = N < 16 ? (N > 0 ? N : 1) : 16;
+  constexpr void constant_row(T* w) {
+    [&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
+      constexpr std::size_t full = N - N % chunk;
+      constexpr T inf = std::numeric_limits<T>::infinity();
+      T m = -inf;
+      // m = ops::row_max{}(m, x), written out (a call per element would cost steps)
+      for (std::size_t c = 0; c < full; c += chunk)
+        ((w[c + I] = static_cast<T>(a.at(c + I)),
+          m = (w[c + I] > m || w[c + I] != w[c + I]) && m == m ? w[c + I] : m),
+         ...);
+      ((w[full + R] = static_cast<T>(a.at(full + R)),
+        m = (w[full + R] > m || w[full + R] != w[full + R]) && m == m ? w[full + R] : m),
+       ...);
+      if (m != m) {
+        for (std::size_t j = 0; j < N; ++j) w[j] = std::numeric_limits<T>::quiet_NaN();
+      } else if (m == -inf) {
+        for (std::size_t j = 0; j < N; ++j) w[j] = 0;
+      } else if (m == inf) {
+        T count = 0;
+        for (std::size_t j = 0; j < N; ++j) count += w[j] == inf ? T(1) : T(0);
+        for (std::size_t j = 0; j < N; ++j) w[j] = w[j] == inf ? T(1) / count : T(0);
+      } else {
+        T sum = 0;
+        for (std::size_t c = 0; c < full; c += chunk) ((w[c + I] = math::cexp_nonpositive(w[c + I] - m), sum += w[c + I]), ...);
+        ((w[full + R] = math::cexp_nonpositive(w[full + R] - m), sum += w[full + R]), ...);
+        for (std::size_t c = 0; c < full; c += chunk) ((w[c + I] /= sum), ...);
+        ((w[full + R] /= sum), ...);
+      }
+    }(std::make_index_sequence<chunk>{}, std::make_index_sequence<N % chunk>{});
+  }
+
   evaluator<A> a;
   storage<T, N> buf{uninitialized};
 };

@@ -112,34 +112,47 @@ constexpr reduced reduce_ln2(double x) noexcept {  // needs |x| < ~1400
 // expm1(r) - r = r^2 (1/2! + r/3! + ... + r^11/13!). Taylor series cut at degree 13: on
 // |r| <= 0.35 the first omitted term r^14/14! < 5e-18 (0.04 ulp of 1), so no minimax fit is needed.
 constexpr double expm1_tail(double r) noexcept {
-  constexpr double c[] = {1.0 / 2,        1.0 / 6,         1.0 / 24,        1.0 / 120,
-                          1.0 / 720,      1.0 / 5040,      1.0 / 40320,     1.0 / 362880,
-                          1.0 / 3628800,  1.0 / 39916800,  1.0 / 479001600, 1.0 / 6227020800};
-  double p = c[11];
-  for (int i = 10; i >= 0; --i) p = p * r + c[i];
-  return r * r * p;
+  // Horner's rule written out as one expression (p = c11; p = p r + c10; ...; p = p r + c0): the same
+  // operations as a loop, but a constant evaluation counts statements, and this is one.
+  constexpr double c0 = 1.0 / 2, c1 = 1.0 / 6, c2 = 1.0 / 24, c3 = 1.0 / 120, c4 = 1.0 / 720, c5 = 1.0 / 5040,
+                   c6 = 1.0 / 40320, c7 = 1.0 / 362880, c8 = 1.0 / 3628800, c9 = 1.0 / 39916800,
+                   c10 = 1.0 / 479001600, c11 = 1.0 / 6227020800;
+  return r * r * ((((((((((((c11 * r + c10) * r + c9) * r + c8) * r + c7) * r + c6) * r + c5) * r + c4) * r + c3) * r + c2) * r + c1) * r) + c0);
 }
 
 // y * 2^k for y in [0.5, 2] and k in [-1076, 1024]; the result is rounded exactly once.
 constexpr double scale_pow2(double y, int k) noexcept {
-  if (k > 1023) return y * pow2(1023) * 2.0;  // 2^1024 itself is not a double
-  if (k >= -1022) return y * pow2(k);
-  // The result is subnormal (gradual underflow) and 2^k is not a normal double (2^-1075 and
-  // 2^-1076 are not doubles at all), so scale in two steps: the first stays in the normal range
-  // and is exact, the second lands on the subnormal grid and does the one and only rounding.
-  return (y * pow2(k + 64)) * 0x1p-64;
+  // k > 1023: 2^1024 itself is not a double. k < -1022: the result is subnormal (gradual underflow) and
+  // 2^k is not a normal double (2^-1075 and 2^-1076 are not doubles at all), so scale in two steps: the
+  // first stays in the normal range and is exact, the second lands on the subnormal grid and does the
+  // one and only rounding. (One expression: a constant evaluation counts statements.)
+  return k > 1023 ? y * pow2(1023) * 2.0 : k >= -1022 ? y * pow2(k) : (y * pow2(k + 64)) * 0x1p-64;
 }
 
+// Written with few statements and calls (a constant evaluation is bounded by the statements it runs;
+// softmax calls this once per score): reduce_ln2 inlined, the special cases folded into two tests.
 constexpr double exp_f64(double x) noexcept {
-  if (math::isnan(x)) return x;
-  if (x > exp_max_f64) return infinity<double>;  // also +inf
-  if (x < exp_min_f64) return 0.0;               // also -inf: exactly +0
-  if (detail::abs_bits(x) < 0x3c30'0000'0000'0000u) return 1.0 + x;  // |x| < 2^-60: exp(x) rounds to 1
-  const auto [k, hi, lo] = reduce_ln2(x);
+  if (!(x <= exp_max_f64)) return x != x ? x : infinity<double>;  // NaN, or too large (also +inf)
+  if (x < exp_min_f64) return 0.0;                                  // also -inf: exactly +0
+  if (x < 0x1p-60 && x > -0x1p-60) return 1.0 + x;                  // |x| < 2^-60: exp(x) rounds to 1
+  const double tk = x * inv_ln2;
+  const int k = static_cast<int>(tk < 0 ? tk - 0.5 : tk + 0.5);  // as reduce_ln2
+  const double kd = k, hi = x - kd * ln2_hi, lo = kd * ln2_lo;
   // exp(r) = 1 + hi + (tail - lo), small terms first: the rounded hi - lo only feeds the tail,
   // where its error is negligible.
-  const double t = expm1_tail(hi - lo) - lo;
-  return scale_pow2(1.0 + (hi + t), k);
+  return scale_pow2(1.0 + (hi + (expm1_tail(hi - lo) - lo)), k);
+}
+
+// exp(x) for x <= 0 or -inf (not NaN), the arithmetic of exp_f64 exactly (so the same result), in as
+// few statements and calls as possible: softmax evaluates it once per score in a constant evaluation,
+// where it is what bounds the size of a compile-time model (docs/design.md).
+constexpr double exp_reduced_f64(double x, int k) noexcept {  // exp_f64 after the special cases
+  return scale_pow2(1.0 + ((x - double(k) * ln2_hi) +
+                           (expm1_tail((x - double(k) * ln2_hi) - double(k) * ln2_lo) - double(k) * ln2_lo)),
+                    k);
+}
+constexpr double exp_nonpositive_f64(double x) noexcept {
+  return x < exp_min_f64 ? 0.0 : x > -0x1p-60 ? 1.0 + x : exp_reduced_f64(x, static_cast<int>(x * inv_ln2 - 0.5));
 }
 
 // Unevaluated sums hi + lo (double-double), for the few places that need more than 53 bits.
@@ -358,6 +371,16 @@ constexpr T clog(T x) noexcept {
     if (detail::abs_bits(x) == 0) return -infinity<float>;
     if (math::isinf(x)) return x;
     return static_cast<float>(detail::log_f64(x));
+  }
+}
+
+// cexp(x) for x <= 0 or -inf, never NaN (softmax's exp(s - max)): the same value, cheaper to evaluate.
+template <ieee_float T>
+constexpr T cexp_nonpositive(T x) noexcept {
+  if constexpr (std::same_as<T, double>) {
+    return detail::exp_nonpositive_f64(x);
+  } else {
+    return x < detail::exp_min_f32 ? 0.0f : static_cast<float>(detail::exp_nonpositive_f64(x));
   }
 }
 
