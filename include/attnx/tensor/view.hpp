@@ -8,7 +8,6 @@
 
 #include <concepts>
 #include <cstddef>
-#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -39,10 +38,14 @@ class basic_view : public expression_tag {
   }
   constexpr explicit basic_view(std::span<T> s) : basic_view(s.data(), s.size()) {}
   // Any contiguous range of the right element type (std::vector, std::array, ...), size checked.
-  template <std::ranges::contiguous_range R>
-    requires std::ranges::sized_range<R> && std::convertible_to<std::ranges::range_value_t<R>*, T*> &&
+  // (std::data and std::size: <ranges> would cost every program that includes attnx a tenth of a second.)
+  template <class R>
+    requires requires(R& r) {
+      { std::data(r) } -> std::convertible_to<T*>;
+      { std::size(r) } -> std::convertible_to<std::size_t>;
+    } &&
              (!std::same_as<std::remove_cvref_t<R>, basic_view>) && (!is_tensor_v<R>)
-  constexpr explicit basic_view(R&& r) : basic_view(std::ranges::data(r), std::ranges::size(r)) {}
+  constexpr explicit basic_view(R&& r) : basic_view(std::data(r), std::size(r)) {}
   template <std::size_t N>
     requires(N != std::dynamic_extent)
   constexpr basic_view(std::span<T, N> s) noexcept : p_(s.data()) {
