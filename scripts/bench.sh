@@ -60,9 +60,15 @@ cmake -S . -B build/bench-default -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_R
 cmake --build build/bench-default -j 2 --target attnx_bench bench_gemm bench_mha
 have_baseline=0
 if [ "$BASELINE" != none ]; then
-  rm -rf build/bench-baseline/src
-  mkdir -p build/bench-baseline/src
-  if git archive "$BASELINE" | tar -x -C build/bench-baseline/src; then
+  # Exported once per commit (a fresh export would touch every file and rebuild it on every run).
+  want="$(git rev-parse --verify -q "$BASELINE^{commit}" || true)"
+  have="$(cat build/bench-baseline/commit 2>/dev/null || true)"
+  if [ -n "$want" ] && [ "$want" != "$have" ]; then
+    rm -rf build/bench-baseline
+    mkdir -p build/bench-baseline/src
+    git archive "$want" | tar -x -C build/bench-baseline/src && echo "$want" > build/bench-baseline/commit
+  fi
+  if [ -n "$want" ] && [ "$(cat build/bench-baseline/commit 2>/dev/null)" = "$want" ]; then
     cmake -S build/bench-baseline/src -B build/bench-baseline/build -DCMAKE_BUILD_TYPE=Release "${common[@]}" >/dev/null
     cmake --build build/bench-baseline/build -j 2 --target attnx_bench
     have_baseline=1

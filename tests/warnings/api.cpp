@@ -62,8 +62,13 @@ void expressions() {
   tensor<float, seq<6>, d_k<4>> sm = softmax(qs);
   tensor<float, seq<6>, d_k<4>> sm0 = softmax(qs - row_max(qs));
   expect(std::abs(rsum(0, 0) - (ks(0, 0) + ks(0, 1) + ks(0, 2) + ks(0, 3))) < 1e-5f, "row_sum");
-  expect(rmax(1, 0) >= qs(1, 2) && sm(2, 0) > 0 && sm0(0, 1) > 0 && e1(0, 0) == e1(0, 0) && e2(1, 1) == e2(1, 1) &&
-             e3(2, 2) == e3(2, 2),
+  const float q00 = qs(0, 0), k00 = ks(0, 0), q11 = qs(1, 1), k11 = ks(1, 1);
+  const float want_e2 = std::exp(q11) + std::log(std::abs(k11) + 1.f) + std::sqrt(std::abs(q11)) + std::tanh(k11) - q11 * q11;
+  float row2 = 0;
+  for (std::size_t j0 = 0; j0 < 4; ++j0) row2 += std::exp(qs(2, j0));
+  expect(rmax(1, 0) >= qs(1, 2) && std::abs(sm(2, 0) - std::exp(qs(2, 0)) / row2) < 1e-6f && std::abs(sm0(2, 0) - sm(2, 0)) < 1e-6f &&
+             std::abs(e1(0, 0) - (q00 + k00 - q00 * k00 * 2.f / 3.f)) < 1e-5f && std::abs(e2(1, 1) - want_e2) < 1e-4f &&
+             std::abs(e3(2, 2) - (-0.5f * qs(2, 2) + ks(2, 2) / 2.f)) < 1e-6f,
          "element-wise");
 
   // products, attention, masks
@@ -81,9 +86,12 @@ void expressions() {
   tensor<float, seq<6>, seq<6>> aw = attention_weights(qs, ks, causal);
   tensor<float, seq<6>, seq<6>> ms = mask(sc, allowed);
   tensor<float, seq<6>, seq<6>> ma = mask(sc, additive(bias));
-  expect(std::abs(o3(0, 1) - vs(0, 1)) < 1e-5f && aw(0, 1) == 0.f && o1(0, 0) == o1(0, 0), "causal attention");
-  expect(o2(5, 3) == o2(5, 3) && o4(0, 0) == o4(0, 0) && o5(1, 1) == o5(1, 1) && std::abs(o6(4, 2) - o3(4, 2)) < 1e-4f &&
-             ms(0, 5) < 0 && ma(0, 0) == sc(0, 0),
+  // o1 scales by 0.5 = 1/sqrt(d_k): attention's own scale. Row 0 of a causal attention (either alignment,
+  // as L_q = L_k) sees key 0 only. Row 0 of o5 sees keys 0 and 1: a convex mix of their values.
+  expect(std::abs(o3(0, 1) - vs(0, 1)) < 1e-5f && aw(0, 1) == 0.f && std::abs(o1(3, 2) - o2(3, 2)) < 1e-5f, "causal attention");
+  const bool mixed = std::min(vs(0, 2), vs(1, 2)) - 1e-5f <= o5(0, 2) && o5(0, 2) <= std::max(vs(0, 2), vs(1, 2)) + 1e-5f;
+  expect(std::abs(o4(0, 3) - vs(0, 3)) < 1e-5f && mixed && std::abs(o6(4, 2) - o3(4, 2)) < 1e-4f && ms(0, 5) < 0 &&
+             ms(2, 1) == sc(2, 1) && std::abs(ma(1, 2) - (sc(1, 2) - 0.3f)) < 1e-5f,
          "masks");
 
   // batches, heads, key lengths
@@ -98,7 +106,10 @@ void expressions() {
   expect(rep(1, 1, 2, 3) == rep(1, 0, 2, 3), "repeat_heads");
   const std::vector<std::size_t> lens{3, 5};
   tensor<float, batch<2>, seq<5>, d_model<8>> att = merge_heads(attention(qhs, qhs, qhs, key_lengths(lens)));
-  expect(att(0, 0, 0) == att(0, 0, 0), "key_lengths");
+  // key_lengths {3, 5}: batch item 0 sees its first 3 keys, as key_padding<3> does
+  tensor<float, batch<2>, seq<5>, d_model<8>> pad3 = merge_heads(attention(qhs, qhs, qhs, key_padding<3>));
+  tensor<float, batch<2>, seq<5>, d_model<8>> all5 = merge_heads(attention(qhs, qhs, qhs));
+  expect(std::abs(att(0, 4, 6) - pad3(0, 4, 6)) < 1e-5f && std::abs(att(1, 4, 6) - all5(1, 4, 6)) < 1e-5f, "key_lengths");
 
   // similarities
   tensor<float, seq<6>, seq<6>> dsc = dot_scores(qs, ks);
@@ -114,12 +125,22 @@ void expressions() {
     for (std::size_t i0 = 0; i0 < a0.size(); ++i0) acc += a0[i0] * b0[i0];
     return acc;
   });
+  float qq = 0, kk = 0, qk = 0;
+  for (std::size_t j0 = 0; j0 < 4; ++j0) qq += qs(0, j0) * qs(0, j0), kk += ks(0, j0) * ks(0, j0), qk += qs(0, j0) * ks(0, j0);
+  const float want_cos = qk / ((std::sqrt(qq) + 1e-9f) * (std::sqrt(kk) + 1e-9f)) / 0.1f;
+  float want_ad = 0;  // sum_a w_a tanh((q_0 W1)_a + (k_1 W2)_a)
+  for (std::size_t h0 = 0; h0 < 8; ++h0) {
+    float u = 0;
+    for (std::size_t j0 = 0; j0 < 4; ++j0) u += qs(0, j0) * w1(j0, h0) + ks(1, j0) * w2(j0, h0);
+    want_ad += wa(h0) * std::tanh(u);
+  }
   if (std::getenv("ATTNX_API_VERBOSE"))
     std::cout << dsc(2, 3) << " " << sc(2, 3) << " " << pw(1, 4) << " " << sc(1, 4) << " " << dsc2(0, 1) << " " << sc(0, 1) << " "
               << cs(0, 0) << " " << rb(1, 1) << " " << ad(0, 0) << "\n";
   // dot_scores scales by 1/sqrt(d_k) = 1/2 unless told otherwise
   expect(std::abs(2 * dsc(2, 3) - sc(2, 3)) < 1e-3f && std::abs(pw(1, 4) - sc(1, 4)) < 1e-4f &&
-             std::abs(2 * dsc2(0, 1) - sc(0, 1)) < 1e-4f && cs(0, 0) == cs(0, 0) && rb(1, 1) == 0.f && ad(0, 0) == ad(0, 0),
+             std::abs(2 * dsc2(0, 1) - sc(0, 1)) < 1e-4f && std::abs(cs(0, 0) - want_cos) < 1e-4f && rb(1, 1) == 0.f &&
+             std::abs(ad(0, 1) - want_ad) < 1e-4f,
          "similarities");
 
   // casts, evaluation, views
@@ -174,10 +195,15 @@ void modules() {
   const auto xb = ramp<tensor<float, batch<2>, seq<5>, d_model<8>>>(0.4);
   tensor<float, batch<2>, seq<5>, d_model<8>> y1 = mha(xb, causal);
   tensor<float, batch<2>, seq<5>, d_model<8>> y2 = mha(xb, xb);
-  const auto x1 = ramp<tensor<float, seq<5>, d_model<8>>>(0.4);
-  tensor<float, seq<5>, d_model<8>> y3 = mha(x1);
   tensor<float, batch<2>, heads<2>, seq<5>, seq<5>> wts = mha.weights(xb, causal);
-  expect(y1(0, 0, 0) == y1(0, 0, 0) && y2(1, 4, 7) == y2(1, 4, 7) && y3(0, 0) == y3(0, 0) && wts(0, 0, 0, 1) == 0.f,
+  // Cross-attention to itself is self-attention; the last row of a causal one sees every key; a rank-2
+  // input is one batch item.
+  tensor<float, batch<2>, seq<5>, d_model<8>> self = mha(xb);
+  const auto x0 = tensor<float, seq<5>, d_model<8>>::generate([&](std::size_t i0, std::size_t j0) { return xb(1, i0, j0); });
+  tensor<float, seq<5>, d_model<8>> y0 = mha(x0);
+  expect(std::abs(y2(1, 4, 7) - self(1, 4, 7)) < 1e-5f && std::abs(y1(1, 4, 2) - self(1, 4, 2)) < 1e-5f &&
+             std::abs(y1(1, 0, 2) - self(1, 0, 2)) > 1e-7f && std::abs(y0(3, 5) - self(1, 3, 5)) < 1e-5f &&
+             wts(0, 0, 0, 1) == 0.f && std::abs(wts(1, 1, 4, 0) + wts(1, 1, 4, 1) + wts(1, 1, 4, 2) + wts(1, 1, 4, 3) + wts(1, 1, 4, 4) - 1.f) < 1e-5f,
          "multi_head_attention");
 #ifdef ATTNX_WARNINGS_JSON
   const auto path = std::filesystem::temp_directory_path() / "attnx_warnings_api.safetensors";

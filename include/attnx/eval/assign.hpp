@@ -36,46 +36,35 @@ struct cast_operand<cast_expr<T, A>> {
 };
 }  // namespace detail
 
-namespace detail {
+// Every caller has checked the assignment rules first (check_assignable): a failed_expr never gets here.
 template <class T, class E>
-constexpr void assign_rows(T* dst, const E& e) {
+constexpr void assign_into(T* dst, const E& e) {
   using S = shape_of_t<E>;
+  if constexpr (fused::pattern<E>::value) {
+    if (!std::is_constant_evaluated()) {
+      const context& ctx = current_context();
+      using A = typename detail::cast_operand<E>::type;
+      if constexpr (!std::is_void_v<A>) {
+        // cast<T>(attention): the kernel in the attention's own type, then converted element by element.
+        if (ctx.fused()) {
+          const dense_operand<A> inner(e.operand());
+          const auto* src = inner.data();
+          for (std::size_t i = 0; i < S::size; ++i) dst[i] = static_cast<T>(src[i]);
+          return;
+        }
+      } else if constexpr (std::is_same_v<T, value_t<E>>) {
+        if (fused::run(dst, e, ctx)) return;
+      }
+    }
+  } else if constexpr (direct::product<E>::value && std::is_same_v<T, value_t<E>>) {
+    // A * B [+ bias] at run time: the whole product at once, every row block in parallel (eval/direct.hpp).
+    if (!std::is_constant_evaluated() && direct::run(dst, e, current_context())) return;
+  }
   evaluator<E> ev(e);
   for (std::size_t r = 0; r < S::rows; ++r) {
     ev.begin_row(r);
     T* d = dst + r * S::cols;
     for (std::size_t j = 0; j < S::cols; ++j) d[j] = static_cast<T>(ev.at(j));
-  }
-}
-}  // namespace detail
-
-template <class T, class E>
-constexpr void assign_into(T* dst, const E& e) {
-  using S = shape_of_t<E>;
-  if constexpr (failed_v<E>) {
-    return;  // a rule failed (and was reported) while the expression was built: nothing to evaluate
-  } else {
-    if constexpr (fused::pattern<E>::value) {
-      if (!std::is_constant_evaluated()) {
-        const context& ctx = current_context();
-        using A = typename detail::cast_operand<E>::type;
-        if constexpr (!std::is_void_v<A>) {
-          // cast<T>(attention): the kernel in the attention's own type, then converted element by element.
-          if (ctx.fused()) {
-            const dense_operand<A> inner(e.operand());
-            const auto* src = inner.data();
-            for (std::size_t i = 0; i < S::size; ++i) dst[i] = static_cast<T>(src[i]);
-            return;
-          }
-        } else if constexpr (std::is_same_v<T, value_t<E>>) {
-          if (fused::run(dst, e, ctx)) return;
-        }
-      }
-    } else if constexpr (direct::product<E>::value && std::is_same_v<T, value_t<E>>) {
-      // A * B [+ bias] at run time: the whole product at once, every row block in parallel (eval/direct.hpp).
-      if (!std::is_constant_evaluated() && direct::run(dst, e, current_context())) return;
-    }
-    detail::assign_rows(dst, e);
   }
 }
 

@@ -14,6 +14,7 @@
 // docs/design.md.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <type_traits>
@@ -68,6 +69,17 @@ struct evaluator<cast_expr<T, A>> {
 
 // ---- broadcasting: an operand of shape From read as shape To --------------------------------
 namespace detail {
+// f(index_sequence<0 .. C-1>, index_sequence<0 .. N % C - 1>) with C = min(N, 16): the row loops below
+// go over [0, N) in chunks of C elements, one statement of a fold per chunk, then the rest. Called once per
+// row. A constant evaluation is bounded by what it runs (clang counts statements, -fconstexpr-steps; g++
+// every operation, -fconstexpr-ops-limit; docs/design.md, "How large a model fits"): a fold over a chunk
+// costs far less than a statement, a loop iteration and the index arithmetic per element.
+template <std::size_t N, class F>
+constexpr void with_chunks(F&& f) {
+  constexpr std::size_t chunk = N < 16 ? (N > 0 ? N : 1) : 16;
+  f(std::make_index_sequence<chunk>{}, std::make_index_sequence<N % chunk>{});
+}
+
 template <class From, class To>
 struct broadcast_map {
   static constexpr std::size_t lead = To::rank > 0 ? To::rank - 1 : 0;  // leading axes of To
@@ -234,31 +246,17 @@ struct evaluator<matmul_expr<A, B>> {
       }
     }
     a.begin_row(r);
-    const auto* bm = b.data() + (batched_rhs ? (r / M) * K * N : 0);
-    T* o = out.data();
-    if (std::is_constant_evaluated()) {
-      constant_row(bm, o);
-      return;
-    }
-    for (std::size_t j = 0; j < N; ++j) o[j] = 0;
-    for (std::size_t k = 0; k < K; ++k) {
-      const T ak = static_cast<T>(a.at(k));
-      const auto* brow = bm + k * N;
-      for (std::size_t j = 0; j < N; ++j) o[j] += ak * static_cast<T>(brow[j]);
-    }
-    if (!std::is_constant_evaluated()) row = o;
+    axpy_row(b.data() + (batched_rhs ? (r / M) * K * N : 0), out.data());
+    if (!std::is_constant_evaluated()) row = out.data();
   }
   constexpr T at(std::size_t j) const { return std::is_constant_evaluated() ? out.data()[j] : row[j]; }
 
-  // A constant evaluation is bounded by what it runs: clang counts statements (-fconstexpr-steps), g++
-  // every operation it evaluates (-fconstexpr-ops-limit; docs/design.md). So there the row is the same
-  // axpy (out += a[k] * B[k, :], k = 0, 1, ..., bit for bit the loop below) with the columns in chunks
-  // of up to 16 per statement (fold expressions over a static count) and no index arithmetic per term.
-  static constexpr std::size_t chunk = N < 16 ? (N > 0 ? N : 1) : 16;
+  // out = sum over k = 0, 1, ... of a[k] * B[k, :], each element summed from 0 in that order; the columns
+  // in chunks (detail::with_chunks), with no index arithmetic per term.
   template <class BP>
-  constexpr void constant_row(const BP* bm, T* o) {
-    [&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
-      constexpr std::size_t full = N - N % chunk;
+  constexpr void axpy_row(const BP* bm, T* o) {
+    detail::with_chunks<N>([&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
+      constexpr std::size_t chunk = sizeof...(I), full = N - N % chunk;
       for (std::size_t c = 0; c < full; c += chunk) {
         T* oc = o + c;
         ((oc[I] = T(0)), ...);
@@ -276,7 +274,7 @@ struct evaluator<matmul_expr<A, B>> {
         const BP* bt = br + full;
         ((ot[R] += ak * static_cast<T>(bt[R])), ...);
       }
-    }(std::make_index_sequence<chunk>{}, std::make_index_sequence<N % chunk>{});
+    });
   }
 
   evaluator<A> a;
@@ -324,71 +322,41 @@ struct evaluator<softmax_expr<A>> {
   using T = value_t<A>;
   static constexpr std::size_t N = shape_of_t<A>::cols;
   constexpr explicit evaluator(const softmax_expr<A>& e) : a(e.operand()) {}
+  // In chunks of elements (detail::with_chunks): the same operations in the same order as one loop.
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
     T* w = buf.data();
-    if (std::is_constant_evaluated()) {
-      constant_row(w);
-      return;
-    }
-    T m = ops::row_max::init<T>();
-    for (std::size_t j = 0; j < N; ++j) {
-      w[j] = static_cast<T>(a.at(j));
-      m = ops::row_max{}(m, w[j]);
-    }
-    constexpr T inf = std::numeric_limits<T>::infinity();
-    if (m != m) {  // NaN anywhere: the whole row is NaN
-      for (std::size_t j = 0; j < N; ++j) w[j] = std::numeric_limits<T>::quiet_NaN();
-    } else if (m == -inf) {  // every key blocked: no weight anywhere
-      for (std::size_t j = 0; j < N; ++j) w[j] = 0;
-    } else if (m == inf) {  // the limit of softmax: +inf entries share the weight
-      T count = 0;
-      for (std::size_t j = 0; j < N; ++j) count += w[j] == inf ? T(1) : T(0);
-      for (std::size_t j = 0; j < N; ++j) w[j] = w[j] == inf ? T(1) / count : T(0);
-    } else {
-      T sum = 0;
-      for (std::size_t j = 0; j < N; ++j) {
-        w[j] = math::exp(w[j] - m);
-        sum += w[j];
-      }
-      for (std::size_t j = 0; j < N; ++j) w[j] /= sum;
-    }
-  }
-  constexpr T at(std::size_t j) const { return buf.data()[j]; }
-
-  // The same row in a constant evaluation, in fewer statements (see the product's constant_row):
-  // chunks of terms per statement, the same operations in the same order, bit for bit the same.
-  static constexpr std::size_t chunk = N < 16 ? (N > 0 ? N : 1) : 16;
-  constexpr void constant_row(T* w) {
-    [&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
-      constexpr std::size_t full = N - N % chunk;
+    detail::with_chunks<N>([&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
+      constexpr std::size_t chunk = sizeof...(I), full = N - N % chunk;
       constexpr T inf = std::numeric_limits<T>::infinity();
-      T m = -inf;
-      // m = ops::row_max{}(m, x), written out (a call per element would cost steps)
+      T m = ops::row_max::init<T>();
+      // m = ops::row_max{}(m, x), written out: a call per element costs a constant evaluation steps
       for (std::size_t c = 0; c < full; c += chunk)
-        ((w[c + I] = static_cast<T>(a.at(c + I)),
-          m = (w[c + I] > m || w[c + I] != w[c + I]) && m == m ? w[c + I] : m),
-         ...);
+        ((w[c + I] = static_cast<T>(a.at(c + I)), m = (w[c + I] > m || w[c + I] != w[c + I]) && m == m ? w[c + I] : m), ...);
       ((w[full + R] = static_cast<T>(a.at(full + R)),
         m = (w[full + R] > m || w[full + R] != w[full + R]) && m == m ? w[full + R] : m),
        ...);
-      if (m != m) {
+      if (m != m) {  // NaN anywhere: the whole row is NaN
         for (std::size_t j = 0; j < N; ++j) w[j] = std::numeric_limits<T>::quiet_NaN();
-      } else if (m == -inf) {
+      } else if (m == -inf) {  // every key blocked: no weight anywhere
         for (std::size_t j = 0; j < N; ++j) w[j] = 0;
-      } else if (m == inf) {
+      } else if (m == inf) {  // the limit of softmax: +inf entries share the weight
         T count = 0;
         for (std::size_t j = 0; j < N; ++j) count += w[j] == inf ? T(1) : T(0);
         for (std::size_t j = 0; j < N; ++j) w[j] = w[j] == inf ? T(1) / count : T(0);
-      } else {
+      } else {  // every w - m is <= 0 or -inf: cexp_nonpositive when constant (same value as cexp), else std::exp
+        const bool constant = std::is_constant_evaluated();
         T sum = 0;
-        for (std::size_t c = 0; c < full; c += chunk) ((w[c + I] = math::cexp_nonpositive(w[c + I] - m), sum += w[c + I]), ...);
-        ((w[full + R] = math::cexp_nonpositive(w[full + R] - m), sum += w[full + R]), ...);
+        for (std::size_t c = 0; c < full; c += chunk)
+          ((w[c + I] = constant ? math::cexp_nonpositive(w[c + I] - m) : std::exp(w[c + I] - m), sum += w[c + I]), ...);
+        ((w[full + R] = constant ? math::cexp_nonpositive(w[full + R] - m) : std::exp(w[full + R] - m), sum += w[full + R]),
+         ...);
         for (std::size_t c = 0; c < full; c += chunk) ((w[c + I] /= sum), ...);
         ((w[full + R] /= sum), ...);
       }
-    }(std::make_index_sequence<chunk>{}, std::make_index_sequence<N % chunk>{});
+    });
   }
+  constexpr T at(std::size_t j) const { return buf.data()[j]; }
 
   evaluator<A> a;
   storage<T, N> buf{uninitialized};

@@ -129,28 +129,25 @@ constexpr double scale_pow2(double y, int k) noexcept {
   return k > 1023 ? y * pow2(1023) * 2.0 : k >= -1022 ? y * pow2(k) : (y * pow2(k + 64)) * 0x1p-64;
 }
 
-// Written with few statements and calls (a constant evaluation is bounded by the statements it runs;
-// softmax calls this once per score): reduce_ln2 inlined, the special cases folded into two tests.
+// exp_f64 after the special cases, with k the nearest integer to x / ln2 (as reduce_ln2): exp(r) =
+// 1 + hi + (tail - lo), small terms first (the rounded hi - lo only feeds the tail, where its error is
+// negligible). One expression, so that a constant evaluation (bounded by what it runs) pays little for it.
+constexpr double exp_reduced_f64(double x, int k) noexcept {
+  return scale_pow2(1.0 + ((x - double(k) * ln2_hi) +
+                           (expm1_tail((x - double(k) * ln2_hi) - double(k) * ln2_lo) - double(k) * ln2_lo)),
+                    k);
+}
+
 constexpr double exp_f64(double x) noexcept {
   if (!(x <= exp_max_f64)) return x != x ? x : infinity<double>;  // NaN, or too large (also +inf)
   if (x < exp_min_f64) return 0.0;                                  // also -inf: exactly +0
   if (x < 0x1p-60 && x > -0x1p-60) return 1.0 + x;                  // |x| < 2^-60: exp(x) rounds to 1
   const double tk = x * inv_ln2;
-  const int k = static_cast<int>(tk < 0 ? tk - 0.5 : tk + 0.5);  // as reduce_ln2
-  const double kd = k, hi = x - kd * ln2_hi, lo = kd * ln2_lo;
-  // exp(r) = 1 + hi + (tail - lo), small terms first: the rounded hi - lo only feeds the tail,
-  // where its error is negligible.
-  return scale_pow2(1.0 + (hi + (expm1_tail(hi - lo) - lo)), k);
+  return exp_reduced_f64(x, static_cast<int>(tk < 0 ? tk - 0.5 : tk + 0.5));
 }
 
-// exp(x) for x <= 0 or -inf (not NaN), the arithmetic of exp_f64 exactly (so the same result), in as
-// few statements and calls as possible: softmax evaluates it once per score in a constant evaluation,
-// where it is what bounds the size of a compile-time model (docs/design.md).
-constexpr double exp_reduced_f64(double x, int k) noexcept {  // exp_f64 after the special cases
-  return scale_pow2(1.0 + ((x - double(k) * ln2_hi) +
-                           (expm1_tail((x - double(k) * ln2_hi) - double(k) * ln2_lo) - double(k) * ln2_lo)),
-                    k);
-}
+// exp_f64 for x <= 0 or -inf (never NaN): the same result with fewer tests (softmax's exp(s - max), once
+// per score).
 constexpr double exp_nonpositive_f64(double x) noexcept {
   return x < exp_min_f64 ? 0.0 : x > -0x1p-60 ? 1.0 + x : exp_reduced_f64(x, static_cast<int>(x * inv_ln2 - 0.5));
 }

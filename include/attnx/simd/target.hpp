@@ -13,6 +13,17 @@
 
 #include "attnx/simd/isa.hpp"
 
+// GCC, optimised build: what follows is compiled at -O3 whatever the translation unit's level. At -O2 the
+// register-tiled kernels lost up to 20% (GEMM) and 11% (fused kernel, short sequences) against -O3
+// -march=native (docs/benchmarks.md compares the two builds in one run); with this a user who builds
+// with plain -O2 gets the same code. Clang's -O2 already does what these kernels need; unoptimised
+// builds stay unoptimised. It costs compile time: docs/design.md, "Compile time".
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
+#define ATTNX_GCC_O3 _Pragma("GCC optimize(\"O3\")")
+#else
+#define ATTNX_GCC_O3
+#endif
+
 #if ATTNX_SIMD_X86
 #if defined(__GNUC__) && !defined(__clang__) && !defined(_IMMINTRIN_H_INCLUDED) && !defined(ATTNX_FULL_IMMINTRIN)
 // GCC: only the parts of <immintrin.h> that attnx uses (SSE2, AVX, AVX2, FMA, AVX-512 F and DQ). The whole
@@ -39,28 +50,21 @@
 #define ATTNX_TARGET_AVX512_BEGIN _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512dq,avx512bw,avx512vl,avx2,fma\"))), apply_to = function)")
 #define ATTNX_TARGET_END _Pragma("clang attribute pop")
 #else
-// In an optimised build, GCC compiles the regions at -O3 whatever the level of the translation unit:
-// at -O2 the register-tiled kernels lose 5-20% (measured in docs/benchmarks.md: the default-flags
-// build against the -march=native one), so that a user who builds with plain -O2 gets the same code
-// as with -O3. (Clang's -O2 already does what these kernels need.) Unoptimised builds stay unoptimised.
-#if defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
-#define ATTNX_TARGET_OPTIMIZE _Pragma("GCC optimize(\"O3\")")
-#else
-#define ATTNX_TARGET_OPTIMIZE
-#endif
-#define ATTNX_TARGET_AVX2_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")") ATTNX_TARGET_OPTIMIZE
+// ATTNX_GCC_O3 in every region, so that the vec<> helpers (in regions of their own) are compiled like the
+// kernels that inline them.
+#define ATTNX_TARGET_AVX2_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")") ATTNX_GCC_O3
 #define ATTNX_TARGET_AVX512_BEGIN                                                                       \
   _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512dq,avx512bw,avx512vl,avx2,fma\")") \
-      ATTNX_TARGET_OPTIMIZE
+      ATTNX_GCC_O3
 #define ATTNX_TARGET_END _Pragma("GCC pop_options")
 #endif
 
 #endif  // ATTNX_SIMD_X86
 
-// The kernels' drivers (planning, work items, row bookkeeping) around the regions: also -O3 under GCC
-// in an optimised build, for the same reason (small problems spend a visible share of their time there).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
-#define ATTNX_OPTIMIZE_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"O3\")")
+// The kernels' drivers (planning, work items, row bookkeeping) around the regions: ATTNX_GCC_O3 too
+// (small problems spend a visible share of their time there).
+#if defined(__GNUC__) && !defined(__clang__)
+#define ATTNX_OPTIMIZE_BEGIN _Pragma("GCC push_options") ATTNX_GCC_O3
 #define ATTNX_OPTIMIZE_END _Pragma("GCC pop_options")
 #else
 #define ATTNX_OPTIMIZE_BEGIN
