@@ -345,7 +345,7 @@ struct evaluator<softmax_expr<A>> {
         for (std::size_t j = 0; j < N; ++j) count += w[j] == inf ? T(1) : T(0);
         for (std::size_t j = 0; j < N; ++j) w[j] = w[j] == inf ? T(1) / count : T(0);
       } else {  // every w - m is <= 0 or -inf: cexp_nonpositive when constant (same value as cexp), else std::exp
-        const bool constant = std::is_constant_evaluated();
+        bool constant = std::is_constant_evaluated();  // not const: a const bool's initialiser would be constant-evaluated (always true)
         T sum = 0;
         for (std::size_t c = 0; c < full; c += chunk)
           ((w[c + I] = constant ? math::cexp_nonpositive(w[c + I] - m) : std::exp(w[c + I] - m), sum += w[c + I]), ...);
