@@ -261,7 +261,7 @@ void validate(const attention_problem<T>& p) {
 }
 
 // Below this much work (flops) per thread, a second thread costs more in wake-up than it saves.
-inline constexpr double flash_min_flops_per_thread = 8e6;
+inline constexpr double flash_min_flops_per_thread = 2e6;
 
 // Splits the problem into (batch, head, query block) work items, longest first (causal blocks near the
 // diagonal are short), and runs them on the context's threads.
@@ -329,6 +329,16 @@ void run_flash(const attention_problem<T>& p, unsigned threads) {
   });
 }
 
+// Short problems on several threads: with the wide blocks there would be fewer than about four work items
+// per thread (L = 128, one head: 3 blocks of 48 rows under AVX-512), too few to balance, causal ones above
+// all. Blocks of one vector of rows (16 under AVX-512) give the threads items enough, at some cost per row.
+template <class T, class Wide, class Narrow>
+void run_flash_sized(const attention_problem<T>& p, unsigned threads) {
+  const std::size_t wide_blocks = p.batch * p.heads * ((p.lq + Wide::MQ - 1) / Wide::MQ);
+  if (threads > 1 && wide_blocks < 4 * std::size_t{threads}) return run_flash<T, Narrow>(p, threads);
+  run_flash<T, Wide>(p, threads);
+}
+
 // The kernel of one instruction set (only where simd::cpu_supports(I)).
 template <class T, simd::isa I>
 void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
@@ -338,9 +348,9 @@ void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
   }
 #if ATTNX_SIMD_X86
   else if constexpr (I == simd::isa::avx2) {
-    run_flash<T, avx2::kernel<T>>(p, threads);
+    run_flash_sized<T, avx2::kernel<T>, avx2::kernel<T, 1>>(p, threads);
   } else {
-    run_flash<T, avx512::kernel<T>>(p, threads);
+    run_flash_sized<T, avx512::kernel<T>, avx512::kernel<T, 1>>(p, threads);
   }
 #endif
 }
