@@ -167,7 +167,9 @@ void kernel_case(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
   for (std::size_t i = 0; i < mp; ++i)
     for (std::size_t p = 0; p < lda; ++p) ap.data()[i * lda + p] = i < m && p < k ? T(a[i * k + p]) : T(0);
   for (std::size_t i = 0; i < k * n; ++i) bsrc.data()[i] = T(b[i]);
-  ops.pack(bsrc.data(), k, n, n, 0, np / nr, bp.data());  // the path's own packing
+  // the path's own packing, in two row ranges (as the threads split it)
+  ops.pack(bsrc.data(), k, n, n, 0, k / 2, bp.data());
+  ops.pack(bsrc.data(), k, n, n, k / 2, k, bp.data());
   const dvec want = ref_matmul(a, b, m, k, n), scale = ref_abs_matmul(a, b, m, k, n);
   // The default chunking of K, and a chunk of 7 (partial sums stored and continued).
   for (std::size_t kc : {ops.kc, std::size_t{7}}) {

@@ -118,7 +118,14 @@ class thread_pool {
     }
     std::unique_lock<std::mutex> lock(mutex_);
     if (t.open) remove(&t);
-    done_.wait(lock, [&] { return t.running == 0; });
+    if (t.running.load(std::memory_order_relaxed) != 0) {
+      // The workers' slots usually end shortly after this one: watch for a few tens of microseconds before
+      // sleeping, which saves a futex wake-up (20-100 us on a VM) at the end of most runs.
+      lock.unlock();
+      for (int spin = 0; spin < spin_rounds && t.running.load(std::memory_order_relaxed) != 0; ++spin) pause();
+      lock.lock();
+    }
+    done_.wait(lock, [&] { return t.running.load(std::memory_order_relaxed) == 0; });
     const unsigned ran = t.next;
     if (!error) error = t.error;
     lock.unlock();
@@ -141,7 +148,7 @@ class thread_pool {
     void* arg = nullptr;
     unsigned slots = 0;
     unsigned next = 1;     // the next slot to give out (slot 0 is the caller's)
-    unsigned running = 0;  // slots running on workers
+    std::atomic<unsigned> running{0};  // slots running on workers (changed under the lock; read without it)
     bool open = true;      // in the queue: still has slots to give
     std::exception_ptr error;
     task* link = nullptr;
@@ -225,7 +232,7 @@ class thread_pool {
       const unsigned slot = t->next++;
       pending_.store(--unclaimed_, std::memory_order_relaxed);
       if (t->next == t->slots) remove(t);
-      ++t->running;
+      t->running.fetch_add(1, std::memory_order_relaxed);
       ++busy_;
       lock.unlock();
       std::exception_ptr error;
@@ -237,7 +244,8 @@ class thread_pool {
       lock.lock();
       if (error && !t->error) t->error = error;
       --busy_;
-      if (--t->running == 0) done_.notify_all();  // t may be gone once the lock is released
+      // t may be gone once the lock is released (the caller takes the lock before it returns)
+      if (t->running.fetch_sub(1, std::memory_order_relaxed) == 1) done_.notify_all();
     }
   }
 

@@ -89,7 +89,7 @@ struct gemm_ops {
   std::size_t mr, nr, kc, mb;
   void (*block)(const T* a, std::size_t lda, const T* bp, std::size_t m, std::size_t k, std::size_t n, T* c,
                 std::size_t ldc, std::size_t kc_max);
-  void (*pack)(const T* b, std::size_t k, std::size_t n, std::size_t ldb, std::size_t q0, std::size_t q1, T* out);
+  void (*pack)(const T* b, std::size_t k, std::size_t n, std::size_t ldb, std::size_t kk0, std::size_t kk1, T* out);
   void (*store)(const T* c, std::size_t ldc, std::size_t m, std::size_t n, T* dst, std::size_t ldd, const T* bias);
 };
 
@@ -168,7 +168,7 @@ inline constexpr double gemm_min_flops_per_thread = 4e6;
 // dst = A B (+ bias): the whole product at once, for an assignment (eval/assign.hpp), not a row at a
 // time. A: rows_per_b * nb rows of k, row stride lda (rows [t*rows_per_b, (t+1)*rows_per_b) times matrix t
 // of B); B: nb matrices of k x n, row-major, k*n apart; dst: row stride ldd; bias: n values added to every
-// row, or null. B is packed once (its column panels split across the threads), then the row blocks are
+// row, or null. B is packed once (its rows split across the threads), then the row blocks are
 // split across the threads, each computing its block into scratch of its own and writing the rows out
 // (with the bias) itself: no step of the product runs on one thread while the others wait.
 // Returns the number of row blocks.
@@ -185,11 +185,13 @@ std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, s
 
   detail::gemm_buffer<T> packed;
   packed.allocate(nb * k * np);
-  const std::size_t panels = np / nr;
-  exec::parallel_for(nb * panels, std::min<unsigned>(most, static_cast<unsigned>(std::min<std::size_t>(nb * panels, 64))),
+  // B's rows in chunks of 32 (each chunk into every panel), split across the threads.
+  constexpr std::size_t pack_rows = 32;
+  const std::size_t chunks = (k + pack_rows - 1) / pack_rows;
+  exec::parallel_for(nb * chunks, std::min<unsigned>(most, static_cast<unsigned>(std::min<std::size_t>(nb * chunks, 64))),
                      [&](std::size_t i, unsigned) {
-                       const std::size_t t = i / panels, q = i % panels;
-                       ops.pack(b + t * k * n, k, n, n, q, q + 1, packed.data() + t * k * np);
+                       const std::size_t t = i / chunks, kk0 = i % chunks * pack_rows;
+                       ops.pack(b + t * k * n, k, n, n, kk0, std::min(k, kk0 + pack_rows), packed.data() + t * k * np);
                      });
 
   // Row blocks of whole MR-row micro-panels, as even as possible (sizes differ by at most one panel), and,
@@ -262,7 +264,7 @@ class gemm_row_blocks {
     bp_ = buf_.data();
     c_ = bp_ + bsize;
     ap_ = c_ + csize;
-    for (std::size_t t = 0; t < nb; ++t) ops_->pack(b + t * k * n, k, n, n, 0, np_ / nr, bp_ + t * k * np_);
+    for (std::size_t t = 0; t < nb; ++t) ops_->pack(b + t * k * n, k, n, n, 0, k, bp_ + t * k * np_);
     first_ = 0;
     count_ = 0;
   }
