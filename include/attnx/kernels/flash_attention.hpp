@@ -375,6 +375,13 @@ void flash_attention(const attention_problem<T>& p, simd::isa i, unsigned thread
   }
 }
 
+// Kernels compiled once per program (opt-in): with ATTNX_EXTERN_KERNELS defined, a translation unit does not
+// instantiate them; exactly one translation unit includes <attnx/kernels/instantiate.hpp> (docs/design.md).
+#ifdef ATTNX_EXTERN_KERNELS
+extern template void flash_attention<float>(const attention_problem<float>&, simd::isa, unsigned);
+extern template void flash_attention<double>(const attention_problem<double>&, simd::isa, unsigned);
+#endif
+
 template <class T>
 void flash_attention(const attention_problem<T>& p, const context& ctx) {
   flash_attention(p, ctx.isa(), ctx.threads());

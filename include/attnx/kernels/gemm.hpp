@@ -128,6 +128,12 @@ const gemm_ops<T>& gemm_ops_for(simd::isa i) {
   return gemm_ops_isa<T, simd::isa::scalar>();
 }
 
+// Compiled once per program with ATTNX_EXTERN_KERNELS (see flash_attention.hpp, kernels/instantiate.hpp).
+#ifdef ATTNX_EXTERN_KERNELS
+extern template const gemm_ops<float>& gemm_ops_for<float>(simd::isa);
+extern template const gemm_ops<double>& gemm_ops_for<double>(simd::isa);
+#endif
+
 // A 64-byte aligned run-time buffer; empty (and never allocated) in a constant evaluation.
 template <class T>
 class gemm_buffer {
