@@ -263,10 +263,25 @@ void validate(const attention_problem<T>& p) {
 // Below this much work (flops) per thread, a second thread costs more in wake-up than it saves.
 inline constexpr double flash_min_flops_per_thread = 2e6;
 
+// One kernel (instruction set and block width) as run_flash sees it: its blocking and its entry point. The
+// driver below is compiled once per element type, not once per kernel (it was five times per type: about
+// a tenth of the compile time of a program that evaluates attention).
+template <class T>
+struct flash_kernel_ref {
+  std::size_t mq, g;              // rows per query block, query blocks per work item at most
+  std::size_t scratch, limits;    // per thread: elements of T, then indices (for this problem's dk, dv)
+  void (*run_block)(const attention_problem<T>&, const score_plan<T>&, std::size_t b, std::size_t h, std::size_t i0,
+                    std::size_t blocks, T* buf, std::size_t* limits);
+};
+template <class Kernel, class T>
+flash_kernel_ref<T> kernel_ref(const attention_problem<T>& p) {
+  return {Kernel::MQ, Kernel::G, Kernel::scratch_elems(p.dk, p.dv), Kernel::limit_elems(), &Kernel::run_block};
+}
+
 // Splits the problem into (batch, head, query block) work items, longest first (causal blocks near the
 // diagonal are short), and runs them on the context's threads.
-template <class T, class Kernel>
-void run_flash(const attention_problem<T>& p, unsigned threads) {
+template <class T>
+void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kernel_ref<T>& kernel) {
   validate(p);
   if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
   const score_plan<T> plan = make_plan(p);
@@ -275,15 +290,15 @@ void run_flash(const attention_problem<T>& p, unsigned threads) {
     std::size_t cost, i0, blocks;
     std::uint32_t b, h;
   };
-  constexpr std::size_t MQ = Kernel::MQ;
+  const std::size_t MQ = kernel.mq;
   const std::size_t blocks = (p.lq + MQ - 1) / MQ;
   threads = std::max(1u, threads);
 
-  // Query blocks per work item: up to Kernel::G (fewer passes over K and V), but at least about 8
+  // Query blocks per work item: up to kernel.g (fewer passes over K and V), but at least about 8
   // items per thread for the load balance. A last block of fewer than MQ rows is an item of its own
   // (it may run with a narrower kernel).
   const std::size_t full = p.lq / MQ;
-  const std::size_t group = std::clamp<std::size_t>(p.batch * p.heads * full / (8 * std::size_t{threads}), 1, Kernel::G);
+  const std::size_t group = std::clamp<std::size_t>(p.batch * p.heads * full / (8 * std::size_t{threads}), 1, kernel.g);
   // Work items (batch, head, query blocks), the head inside the batch item and the query blocks inside the
   // head, so that consecutive items read the same K and V (which stay in L2 between them).
   struct span {
@@ -317,14 +332,14 @@ void run_flash(const attention_problem<T>& p, unsigned threads) {
   if (slots > 1) std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
 
   // Per thread: the tile scratch, then the limits. Allocated here so that the workers cannot throw.
-  const std::size_t tile_bytes = Kernel::scratch_elems(p.dk, p.dv) * sizeof(T);
-  const std::size_t bytes = (tile_bytes + Kernel::limit_elems() * sizeof(std::size_t) + 63) / 64 * 64;
+  const std::size_t tile_bytes = kernel.scratch * sizeof(T);
+  const std::size_t bytes = (tile_bytes + kernel.limits * sizeof(std::size_t) + 63) / 64 * 64;
   const scratch_block buf(bytes * slots);
 
   exec::parallel_for(items.size(), slots, [&](std::size_t n, unsigned slot) {
     std::byte* mine = buf.get() + bytes * slot;
     const item& it = items[n];
-    Kernel::run_block(p, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
+    kernel.run_block(p, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
                       reinterpret_cast<std::size_t*>(mine + tile_bytes));
   });
 }
@@ -335,8 +350,8 @@ void run_flash(const attention_problem<T>& p, unsigned threads) {
 template <class T, class Wide, class Narrow>
 void run_flash_sized(const attention_problem<T>& p, unsigned threads) {
   const std::size_t wide_blocks = p.batch * p.heads * ((p.lq + Wide::MQ - 1) / Wide::MQ);
-  if (threads > 1 && wide_blocks < 4 * std::size_t{threads}) return run_flash<T, Narrow>(p, threads);
-  run_flash<T, Wide>(p, threads);
+  const bool narrow = threads > 1 && wide_blocks < 4 * std::size_t{threads};
+  run_flash(p, threads, narrow ? kernel_ref<Narrow>(p) : kernel_ref<Wide>(p));
 }
 
 // The kernel of one instruction set (only where simd::cpu_supports(I)).
@@ -344,7 +359,7 @@ template <class T, simd::isa I>
 void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "flash_attention: float or double");
   if constexpr (I == simd::isa::scalar) {
-    run_flash<T, scalar::kernel<T>>(p, threads);
+    run_flash(p, threads, kernel_ref<scalar::kernel<T>>(p));
   }
 #if ATTNX_SIMD_X86
   else if constexpr (I == simd::isa::avx2) {
