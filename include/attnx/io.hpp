@@ -33,12 +33,14 @@ void print_elements(std::ostream& os, const T* p, const std::size_t* ext, std::s
 
 template <class T, class S>
 std::ostream& operator<<(std::ostream& os, const basic_tensor<T, S>& t) {
-  detail::print_elements(os, t.data(), S::extents.data(), S::rank, 0);
+  const auto d = t.dims();
+  detail::print_elements(os, t.data(), d.data(), S::rank, 0);
   return os;
 }
 template <class T, class S>
 std::ostream& operator<<(std::ostream& os, const basic_view<T, S>& v) {
-  detail::print_elements(os, v.data(), S::extents.data(), S::rank, 0);
+  const auto d = v.dims();
+  detail::print_elements(os, v.data(), d.data(), S::rank, 0);
   return os;
 }
 

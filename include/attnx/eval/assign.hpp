@@ -49,7 +49,8 @@ constexpr void assign_into(T* dst, const E& e) {
         if (ctx.fused()) {
           const dense_operand<A> inner(e.operand());
           const auto* src = inner.data();
-          for (std::size_t i = 0; i < S::size; ++i) dst[i] = static_cast<T>(src[i]);
+          const std::size_t n = dims_size(dims_of(e));
+          for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
           return;
         }
       } else if constexpr (std::is_same_v<T, value_t<E>>) {
@@ -61,10 +62,13 @@ constexpr void assign_into(T* dst, const E& e) {
     if (!std::is_constant_evaluated() && direct::run(dst, e, current_context())) return;
   }
   evaluator<E> ev(e);
-  for (std::size_t r = 0; r < S::rows; ++r) {
+  const auto d = dims_of(e);
+  const extent_value<S::rows> rows(dims_rows(d));
+  const extent_value<S::cols> cols(dims_cols(d));
+  for (std::size_t r = 0; r < rows; ++r) {
     ev.begin_row(r);
-    T* d = dst + r * S::cols;
-    for (std::size_t j = 0; j < S::cols; ++j) d[j] = static_cast<T>(ev.at(j));
+    T* out = dst + r * cols;
+    for (std::size_t j = 0; j < cols; ++j) out[j] = static_cast<T>(ev.at(j));
   }
 }
 

@@ -38,12 +38,15 @@ struct product<matmul_expr<A, B>> {
   using T = value_t<E>;
   using SA = shape_of_t<A>;
   using SB = shape_of_t<B>;
-  static constexpr std::size_t M = SA::extents[SA::rank - 2], K = SA::cols, N = SB::cols;
+  static constexpr std::size_t M = SA::extents[SA::rank - 2], K = SA::cols, N = SB::cols;  // dyn: known at run time
   static constexpr bool batched_rhs = SB::rank > 2;
   static constexpr std::size_t rows = shape_of_t<E>::rows;
   static constexpr std::size_t rows_per_b = batched_rhs ? M : rows;
+  static constexpr bool is_static = SA::is_static && SB::is_static;
+  // With dyn extents the sizes are checked at run time (run() returns false for a product too small).
   static constexpr bool value = (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<value_t<A>, T> &&
-                                std::is_same_v<value_t<B>, T> && rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0 &&
+                                std::is_same_v<value_t<B>, T> &&
+                                (!is_static || (rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0)) &&
                                 lhs_in_memory<A>::value;
   static const E& core(const E& e) { return e; }
   static const T* bias(const E&) { return nullptr; }
@@ -54,7 +57,7 @@ template <class A, class B, class M>
 struct product<binary_expr<ops::plus, matmul_expr<A, B>, M>> : product<matmul_expr<A, B>> {
   using base = product<matmul_expr<A, B>>;
   static constexpr bool value = base::value && dense_terminal<M> && std::is_same_v<value_t<M>, typename base::T> &&
-                                shape_of_t<M>::size == base::N && shape_of_t<M>::cols == base::N;
+                                base::N != dyn && shape_of_t<M>::size == base::N && shape_of_t<M>::cols == base::N;
   static const matmul_expr<A, B>& core(const binary_expr<ops::plus, matmul_expr<A, B>, M>& e) { return e.lhs(); }
   static const typename base::T* bias(const binary_expr<ops::plus, matmul_expr<A, B>, M>& e) { return e.rhs().data(); }
 };
@@ -67,11 +70,19 @@ bool run(T* dst, const E& e, const context& ctx) {
   const auto& m = P::core(e);
   using A = std::remove_cvref_t<decltype(m.lhs())>;
   using B = std::remove_cvref_t<decltype(m.rhs())>;
+  const auto da = dims_of(m.lhs());
+  constexpr std::size_t ra = shape_of_t<A>::rank;
+  const std::size_t M = da[ra - 2], K = da[ra - 1], N = dims_cols(dims_of(m.rhs()));
+  const std::size_t rows = dims_rows(da);
+  const std::size_t rows_per_b = P::batched_rhs ? M : rows;
+  if constexpr (!P::is_static) {
+    if (rows_per_b < kernels::gemm_min_rows || K == 0 || N == 0) return false;
+  }
   const dense_operand<A> a(m.lhs());
   const dense_operand<B> b(m.rhs());
-  constexpr std::size_t nb = P::batched_rhs ? P::rows / P::M : 1;
-  ctx.count_gemm_blocks(kernels::gemm_into(a.data(), P::K, b.data(), nb, P::K, P::N, P::rows_per_b, dst, P::N,
-                                            P::bias(e), ctx.isa(), ctx.threads()));
+  const std::size_t nb = P::batched_rhs ? rows / M : 1;
+  ctx.count_gemm_blocks(kernels::gemm_into(a.data(), K, b.data(), nb, K, N, rows_per_b, dst, N, P::bias(e), ctx.isa(),
+                                            ctx.threads()));
   return true;
 }
 

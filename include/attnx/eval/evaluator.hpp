@@ -42,12 +42,12 @@ struct evaluator;
 template <dense_terminal E>
 struct evaluator<E> {
   using T = value_t<E>;
-  static constexpr std::size_t cols = shape_of_t<E>::cols;
-  constexpr explicit evaluator(const E& e) noexcept : base(e.data()), row(base) {}
+  constexpr explicit evaluator(const E& e) noexcept : base(e.data()), row(base), cols(dims_cols(dims_of(e))) {}
   constexpr void begin_row(std::size_t r) noexcept { row = base + r * cols; }
   constexpr T at(std::size_t j) const noexcept { return row[j]; }
   const T* base;
   const T* row;
+  [[no_unique_address]] extent_value<shape_of_t<E>::cols> cols;
 };
 
 template <class T>
@@ -112,21 +112,78 @@ struct broadcast_map {
   }
 };
 
+// The same table at run time, for shapes with a dyn extent (a dyn axis broadcasts only from a static 1).
+template <class From, class To>
+struct runtime_broadcast_map {
+  static constexpr std::size_t lead = To::rank > 0 ? To::rank - 1 : 0;
+  static constexpr std::size_t off = To::rank - From::rank;
+  static constexpr bool stretch_cols = From::cols == 1 && To::cols != 1;
+  std::array<std::size_t, lead + 1> ext{}, stride{};
+  constexpr runtime_broadcast_map(const dims_t<From::rank>& from, const dims_t<To::rank>& to) noexcept {
+    std::size_t s = 1;
+    for (std::size_t k = lead; k-- > 0;) {
+      ext[k] = to[k];
+      if (k >= off) {
+        const bool stretched = From::extents[k - off] == 1;
+        stride[k] = stretched ? 0 : s;
+        s *= from[k - off];
+      }
+    }
+  }
+  constexpr std::size_t row(std::size_t r) const noexcept {
+    std::size_t fr = 0;
+    for (std::size_t k = lead; k-- > 0;) {
+      fr += (r % ext[k]) * stride[k];
+      r /= ext[k];
+    }
+    return fr;
+  }
+};
+
+// Whether an operand of shape From is read in shape To with no broadcasting: same rank, and no axis that
+// stretches from a static 1 (a dyn extent equals the other side's at run time: checked when the node was built).
+template <class From, class To>
+constexpr bool same_layout() {
+  if constexpr (From::rank != To::rank) {
+    return false;
+  } else {
+    for (std::size_t k = 0; k < From::rank; ++k)
+      if (From::extents[k] == 1 && To::extents[k] != 1) return false;
+    return true;
+  }
+}
+
 }  // namespace detail
 
 template <class To, class E>
 struct broadcast_evaluator {
-  using map = detail::broadcast_map<shape_of_t<E>, To>;
-  constexpr explicit broadcast_evaluator(const E& e) : ev(e) {}
-  constexpr void begin_row(std::size_t r) { ev.begin_row(map::row(r)); }
+  static constexpr bool is_static = shape_of_t<E>::is_static && To::is_static;
+  using map = std::conditional_t<is_static, detail::broadcast_map<shape_of_t<E>, To>,
+                                 detail::runtime_broadcast_map<shape_of_t<E>, To>>;
+  constexpr broadcast_evaluator(const E& e, const dims_t<To::rank>& to) : ev(e), m(make_map(e, to)) {}
+  constexpr void begin_row(std::size_t r) { ev.begin_row(m.row(r)); }
   constexpr auto at(std::size_t j) const { return ev.at(map::stretch_cols ? 0 : j); }
+  static constexpr map make_map(const E& e, const dims_t<To::rank>& to) {
+    if constexpr (is_static) {
+      return map{};
+    } else {
+      return map(dims_of(e), to);
+    }
+  }
   evaluator<E> ev;
+  [[no_unique_address]] map m;
 };
 
-// The evaluator of an operand of E read in the shape To.
+// An operand read in its own shape (the result's extents are not needed).
 template <class To, class E>
-using operand_evaluator =
-    std::conditional_t<same_extents_v<shape_of_t<E>, To>, evaluator<E>, broadcast_evaluator<To, E>>;
+struct same_shape_evaluator : evaluator<E> {
+  constexpr same_shape_evaluator(const E& e, const dims_t<To::rank>&) : evaluator<E>(e) {}
+};
+
+// The evaluator of an operand of E read in the shape To (of run-time extents `to`).
+template <class To, class E>
+using operand_evaluator = std::conditional_t<detail::same_layout<shape_of_t<E>, To>(), same_shape_evaluator<To, E>,
+                                             broadcast_evaluator<To, E>>;
 
 // ---- element-wise -----------------------------------------------------------------------------
 template <class Op, class A>
@@ -141,7 +198,8 @@ template <class Op, class A, class B>
 struct evaluator<binary_expr<Op, A, B>> {
   using S = shape_of_t<binary_expr<Op, A, B>>;
   using T = value_t<binary_expr<Op, A, B>>;
-  constexpr explicit evaluator(const binary_expr<Op, A, B>& e) : a(e.lhs()), b(e.rhs()) {}
+  constexpr explicit evaluator(const binary_expr<Op, A, B>& e) : evaluator(e, dims_of(e)) {}
+  constexpr evaluator(const binary_expr<Op, A, B>& e, const dims_t<S::rank>& d) : a(e.lhs(), d), b(e.rhs(), d) {}
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
     b.begin_row(r);
@@ -174,12 +232,13 @@ struct dense_operand<evaluated_once_expr<A>> {
 };
 template <class A>
 struct evaluator<evaluated_once_expr<A>> {
-  static constexpr std::size_t cols = shape_of_t<A>::cols;
-  constexpr explicit evaluator(const evaluated_once_expr<A>& e) : src(e.operand()), row(src.data()) {}
+  constexpr explicit evaluator(const evaluated_once_expr<A>& e)
+      : src(e.operand()), row(src.data()), cols(dims_cols(dims_of(e.operand()))) {}
   constexpr void begin_row(std::size_t r) noexcept { row = src.data() + r * cols; }
   constexpr auto at(std::size_t j) const noexcept { return row[j]; }
   dense_operand<A> src;
   const value_t<A>* row;
+  [[no_unique_address]] extent_value<shape_of_t<A>::cols> cols;
 };
 
 // ---- row-wise: matrix product -----------------------------------------------------------------
@@ -201,21 +260,24 @@ struct evaluator<matmul_expr<A, B>> {
   using T = value_t<matmul_expr<A, B>>;
   using SA = shape_of_t<A>;
   using SB = shape_of_t<B>;
-  static constexpr std::size_t M = SA::extents[SA::rank - 2];
-  static constexpr std::size_t K = SA::cols;
-  static constexpr std::size_t N = SB::cols;
+  using SO = shape_of_t<matmul_expr<A, B>>;
   static constexpr bool batched_rhs = SB::rank > 2;
-  static constexpr std::size_t rows = shape_of_t<matmul_expr<A, B>>::rows;
-  static constexpr std::size_t rows_per_b = batched_rhs ? M : rows;  // output rows that share one matrix B
+  // The sizes: compile-time constants, or run-time values for dyn extents.
+  static constexpr std::size_t SM = SA::extents[SA::rank - 2], SK = SA::cols, SN = SB::cols, SR = SO::rows;
+  static constexpr bool is_static = SA::is_static && SB::is_static;
+  // Whether the blocked GEMM may run (the sizes are checked at run time when they are dyn).
   static constexpr bool blocked = (std::is_same_v<T, float> || std::is_same_v<T, double>) &&
                                   std::is_same_v<value_t<A>, T> && std::is_same_v<value_t<B>, T> &&
-                                  rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0;
+                                  (!is_static || ((batched_rhs ? SM : SR) >= kernels::gemm_min_rows && SK > 0 && SN > 0));
 
-  constexpr explicit evaluator(const matmul_expr<A, B>& e) : a(e.lhs()), b(e.rhs()) {
+  constexpr explicit evaluator(const matmul_expr<A, B>& e)
+      : a(e.lhs()), b(e.rhs()), M(dims_of(e.lhs())[SA::rank - 2]), K(dims_cols(dims_of(e.lhs()))),
+        N(dims_cols(dims_of(e.rhs()))), rows(dims_rows(dims_of(e))), out(uninitialized, N) {
     if constexpr (blocked) {
       if (!std::is_constant_evaluated()) {
         const context& ctx = current_context();
-        if (ctx.blocked_gemm()) {
+        const std::size_t rows_per_b = batched_rhs ? M : rows;  // output rows that share one matrix B
+        if (ctx.blocked_gemm() && rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0) {
           gemm.init(b.data(), batched_rhs ? rows / M : 1, K, N, rows_per_b, ctx.isa(), ctx.threads());
           counted = &ctx;
         }
@@ -255,8 +317,17 @@ struct evaluator<matmul_expr<A, B>> {
   // in chunks (detail::with_chunks), with no index arithmetic per term.
   template <class BP>
   constexpr void axpy_row(const BP* bm, T* o) {
-    detail::with_chunks<N>([&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
-      constexpr std::size_t chunk = sizeof...(I), full = N - N % chunk;
+    if constexpr (SN == dyn) {
+      for (std::size_t c = 0; c < N; ++c) o[c] = T(0);
+      for (std::size_t k = 0; k < K; ++k) {
+        const T ak = static_cast<T>(a.at(k));
+        const BP* br = bm + k * N;
+        for (std::size_t c = 0; c < N; ++c) o[c] += ak * static_cast<T>(br[c]);
+      }
+      return;
+    } else {
+    detail::with_chunks<SN>([&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
+      constexpr std::size_t chunk = sizeof...(I), full = SN - SN % chunk;
       for (std::size_t c = 0; c < full; c += chunk) {
         T* oc = o + c;
         ((oc[I] = T(0)), ...);
@@ -275,11 +346,16 @@ struct evaluator<matmul_expr<A, B>> {
         ((ot[R] += ak * static_cast<T>(bt[R])), ...);
       }
     });
+    }
   }
 
   evaluator<A> a;
   dense_operand<B> b;
-  storage<T, N> out{uninitialized};
+  [[no_unique_address]] extent_value<SM> M;
+  [[no_unique_address]] extent_value<SK> K;
+  [[no_unique_address]] extent_value<SN> N;
+  [[no_unique_address]] extent_value<SR> rows;
+  storage<T, SN> out;
   const T* row = nullptr;  // run time: the current output row (in out, or in the block)
   const context* counted = nullptr;  // run time: the context whose counters the blocks go to
   struct no_gemm {};
@@ -290,21 +366,21 @@ struct evaluator<matmul_expr<A, B>> {
 template <class A>
 struct evaluator<transpose_expr<A>> {
   using S = shape_of_t<A>;  // (..., P, Q); the result is (..., Q, P)
-  static constexpr std::size_t P = S::extents[S::rank - 2];
-  static constexpr std::size_t Q = S::cols;
-  constexpr explicit evaluator(const transpose_expr<A>& e) : src(e.operand()) {}
+  constexpr explicit evaluator(const transpose_expr<A>& e)
+      : src(e.operand()), P(dims_of(e.operand())[S::rank - 2]), Q(dims_cols(dims_of(e.operand()))) {}
   constexpr void begin_row(std::size_t r) { col = src.data() + (r / Q) * P * Q + (r % Q); }
   constexpr auto at(std::size_t j) const { return col[j * Q]; }
   dense_operand<A> src;
   const value_t<A>* col = nullptr;
+  [[no_unique_address]] extent_value<S::extents[S::rank - 2]> P;
+  [[no_unique_address]] extent_value<S::cols> Q;
 };
 
 // ---- row-wise: reductions ---------------------------------------------------------------------
 template <class Op, class A>
 struct evaluator<reduce_expr<Op, A>> {
   using T = value_t<A>;
-  static constexpr std::size_t N = shape_of_t<A>::cols;
-  constexpr explicit evaluator(const reduce_expr<Op, A>& e) : a(e.operand()) {}
+  constexpr explicit evaluator(const reduce_expr<Op, A>& e) : a(e.operand()), N(dims_cols(dims_of(e.operand()))) {}
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
     T acc = Op::template init<T>();
@@ -313,6 +389,7 @@ struct evaluator<reduce_expr<Op, A>> {
   }
   constexpr T at(std::size_t) const { return v; }
   evaluator<A> a;
+  [[no_unique_address]] extent_value<shape_of_t<A>::cols> N;
   T v{};
 };
 
@@ -320,14 +397,16 @@ struct evaluator<reduce_expr<Op, A>> {
 template <class A>
 struct evaluator<softmax_expr<A>> {
   using T = value_t<A>;
-  static constexpr std::size_t N = shape_of_t<A>::cols;
-  constexpr explicit evaluator(const softmax_expr<A>& e) : a(e.operand()) {}
-  // In chunks of elements (detail::with_chunks): the same operations in the same order as one loop.
+  static constexpr std::size_t SN = shape_of_t<A>::cols;
+  constexpr explicit evaluator(const softmax_expr<A>& e) : a(e.operand()), N(dims_cols(dims_of(e.operand()))), buf(uninitialized, N) {}
+  // In chunks of elements (detail::with_chunks): the same operations in the same order as one loop (a dyn
+  // row length: one chunk of one element).
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
     T* w = buf.data();
-    detail::with_chunks<N>([&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
-      constexpr std::size_t chunk = sizeof...(I), full = N - N % chunk;
+    detail::with_chunks<(SN == dyn ? 1 : SN)>([&]<std::size_t... I, std::size_t... R>(std::index_sequence<I...>, std::index_sequence<R...>) {
+      constexpr std::size_t chunk = sizeof...(I);
+      const std::size_t full = SN == dyn ? std::size_t(N) : SN - SN % chunk;
       constexpr T inf = std::numeric_limits<T>::infinity();
       T m = ops::row_max::init<T>();
       // m = ops::row_max{}(m, x), written out: a call per element costs a constant evaluation steps
@@ -359,7 +438,8 @@ struct evaluator<softmax_expr<A>> {
   constexpr T at(std::size_t j) const { return buf.data()[j]; }
 
   evaluator<A> a;
-  storage<T, N> buf{uninitialized};
+  [[no_unique_address]] extent_value<SN> N;
+  storage<T, SN> buf;
 };
 
 // ---- masks ----------------------------------------------------------------------------------------
@@ -368,12 +448,11 @@ struct evaluator<masked_expr<A, Kind>> {
   using E = masked_expr<A, Kind>;
   using S = shape_of_t<E>;
   using T = value_t<E>;
-  static constexpr std::size_t Lq = S::extents[S::rank - 2];
-  static constexpr std::size_t Lk = S::cols;
-
-  constexpr explicit evaluator(const E& e) : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind())) {
+  constexpr explicit evaluator(const E& e)
+      : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind(), dims_of(e))), Lq(dims_of(e)[S::rank - 2]),
+        Lk(dims_cols(dims_of(e))), rows(dims_rows(dims_of(e))) {
     // The lengths live in the caller's memory: checked again now, as the fused path does.
-    if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind);
+    if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind, dims_of(e));
   }
 
   constexpr void begin_row(std::size_t r) {
@@ -384,7 +463,7 @@ struct evaluator<masked_expr<A, Kind>> {
                   ? i + 1
                   : i + 1 + static_cast<std::ptrdiff_t>(Lk) - static_cast<std::ptrdiff_t>(Lq);
     } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
-      limit = static_cast<std::ptrdiff_t>(kind.lengths[r / (S::rows / kind.count)]);
+      limit = static_cast<std::ptrdiff_t>(kind.lengths[r / (rows / kind.count)]);
     } else if constexpr (is_bool) {
       m.begin_row(r);
     }
@@ -415,8 +494,8 @@ struct evaluator<masked_expr<A, Kind>> {
   };
   template <class X> struct mask_evaluator { using type = no_mask; };
   template <class M> struct mask_evaluator<bool_mask<M>> { using type = operand_evaluator<S, M>; };
-  static constexpr auto mask_of(const Kind& k) {
-    if constexpr (is_bool) return typename mask_evaluator<Kind>::type(k.mask);
+  static constexpr auto mask_of(const Kind& k, const dims_t<S::rank>& d) {
+    if constexpr (is_bool) return typename mask_evaluator<Kind>::type(k.mask, d);
     else return no_mask{};
   }
 
@@ -425,6 +504,9 @@ struct evaluator<masked_expr<A, Kind>> {
   T fill;
   typename mask_evaluator<Kind>::type m;
   std::ptrdiff_t limit = 0;
+  [[no_unique_address]] extent_value<S::extents[S::rank - 2]> Lq;
+  [[no_unique_address]] extent_value<S::cols> Lk;
+  [[no_unique_address]] extent_value<S::rows> rows;
 };
 
 // ---- heads: strided reads, no copies of operands already in memory -----------------------------
@@ -432,28 +514,31 @@ struct evaluator<masked_expr<A, Kind>> {
 template <class A>
 struct evaluator<merge_heads_expr<A>> {
   using S = shape_of_t<A>;  // (batch..., H, L, d); the result is (batch..., L, H * d)
-  static constexpr std::size_t H = S::template extent<S::rank - 3>;
-  static constexpr std::size_t L = S::template extent<S::rank - 2>;
-  static constexpr std::size_t d = S::cols;
-  constexpr explicit evaluator(const merge_heads_expr<A>& e) : src(e.operand()) {}
+  constexpr explicit evaluator(const merge_heads_expr<A>& e)
+      : src(e.operand()), H(dims_of(e.operand())[S::rank - 3]), L(dims_of(e.operand())[S::rank - 2]),
+        d(dims_cols(dims_of(e.operand()))) {}
   constexpr void begin_row(std::size_t r) { base = src.data() + ((r / L) * H * L + r % L) * d; }
   constexpr auto at(std::size_t j) const { return base[(j / d) * L * d + j % d]; }
   dense_operand<A> src;
   const value_t<A>* base = nullptr;
+  [[no_unique_address]] extent_value<S::template extent<S::rank - 3>> H;
+  [[no_unique_address]] extent_value<S::template extent<S::rank - 2>> L;
+  [[no_unique_address]] extent_value<S::cols> d;
 };
 
 template <std::size_t G, class A>
 struct evaluator<repeat_heads_expr<G, A>> {
   using S = shape_of_t<A>;  // (batch..., Hkv, L, d); the result has Hkv * G heads
-  static constexpr std::size_t Hkv = S::template extent<S::rank - 3>;
-  static constexpr std::size_t L = S::template extent<S::rank - 2>;
-  constexpr explicit evaluator(const repeat_heads_expr<G, A>& e) : a(e.operand()) {}
+  constexpr explicit evaluator(const repeat_heads_expr<G, A>& e)
+      : a(e.operand()), Hkv(dims_of(e.operand())[S::rank - 3]), L(dims_of(e.operand())[S::rank - 2]) {}
   constexpr void begin_row(std::size_t r) {
     const std::size_t l = r % L, h = (r / L) % (Hkv * G), b = r / (L * Hkv * G);
     a.begin_row((b * Hkv + h / G) * L + l);
   }
   constexpr auto at(std::size_t j) const { return a.at(j); }
   evaluator<A> a;
+  [[no_unique_address]] extent_value<S::template extent<S::rank - 3>> Hkv;
+  [[no_unique_address]] extent_value<S::template extent<S::rank - 2>> L;
 };
 
 }  // namespace attnx

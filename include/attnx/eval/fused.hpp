@@ -43,14 +43,14 @@ using problem = kernels::attention_problem<T>;
 
 // The strides of a mask of shape M broadcast to scores of shape S, in the kernel's (b, h, i, j) terms.
 template <class M, class S, class U>
-kernels::broadcast<const U> broadcast_of(const U* data) {
+kernels::broadcast<const U> broadcast_of(const U* data, const dims_t<M::rank>& m) {
   std::ptrdiff_t st[4] = {0, 0, 0, 0};
   std::ptrdiff_t stride = 1;
   for (std::size_t k = M::rank; k-- > 0;) {
     const std::size_t s_axis = k + S::rank - M::rank;  // right-aligned
     const std::size_t kernel_axis = S::rank == 2 ? s_axis + 2 : S::rank == 3 ? (s_axis == 0 ? 0 : s_axis + 1) : s_axis;
     st[kernel_axis] = M::extents[k] == 1 ? 0 : stride;
-    stride *= static_cast<std::ptrdiff_t>(M::extents[k]);
+    stride *= static_cast<std::ptrdiff_t>(m[k]);
   }
   return {data, st[0], st[1], st[2], st[3]};
 }
@@ -77,9 +77,10 @@ struct chain<matmul_expr<Q, transpose_expr<K>>> {
     explicit held(const matmul_expr<Q, transpose_expr<K>>& e) : q(e.lhs()), k(e.rhs().operand()) {}
   };
   template <class S, class T>
-  static void extract(const held& h, problem<T>& p) {
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
     p.q = h.q.template kernel_view<S::rank>();
     p.k = h.k.template kernel_view<S::rank>();
+    p.dk = h.k.cols;
   }
 };
 
@@ -98,9 +99,10 @@ struct chain<pairwise_expr<similarity::dot, Q, K>> {
         : q(e.queries()), k(e.keys()), scale(e.similarity().scale) {}
   };
   template <class S, class T>
-  static void extract(const held& h, problem<T>& p) {
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
     p.q = h.q.template kernel_view<S::rank>();
     p.k = h.k.template kernel_view<S::rank>();
+    p.dk = h.k.cols;
     p.multiply(static_cast<T>(h.scale));
   }
 };
@@ -125,8 +127,8 @@ struct chain<binary_expr<Op, A, scalar<U>>> : chain_link<A> {
     explicit held(const binary_expr<Op, A, scalar<U>>& e) : in(e.lhs()), s(e.rhs().value()) {}
   };
   template <class S, class T>
-  static void extract(const held& h, problem<T>& p) {
-    chain<A>::template extract<S>(h.in, p);
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
+    chain<A>::template extract<S>(h.in, p, d);
     if constexpr (std::is_same_v<Op, ops::multiplies>) p.multiply(static_cast<T>(h.s));
     else p.divide(static_cast<T>(h.s));
   }
@@ -140,8 +142,8 @@ struct chain<unary_expr<ops::negate, A>> : chain_link<A> {
     explicit held(const unary_expr<ops::negate, A>& e) : in(e.operand()) {}
   };
   template <class S, class T>
-  static void extract(const held& h, problem<T>& p) {
-    chain<A>::template extract<S>(h.in, p);
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
+    chain<A>::template extract<S>(h.in, p, d);
     p.multiply(T(-1));
   }
 };
@@ -166,7 +168,8 @@ struct mask_data {  // what a mask kind keeps alive: nothing, or its boolean ope
 template <class M>
 struct mask_data<bool_mask<M>> {
   dense_operand<M> m;
-  explicit mask_data(const bool_mask<M>& k) : m(k.mask) {}
+  dims_t<shape_of_t<M>::rank> dims;
+  explicit mask_data(const bool_mask<M>& k) : m(k.mask), dims(dims_of(k.mask)) {}
 };
 }  // namespace detail
 
@@ -181,21 +184,21 @@ struct chain<masked_expr<A, Kind>> : chain_link<A> {
     explicit held(const masked_expr<A, Kind>& e) : in(e.operand()), kind(e.kind()), fill(e.fill()), data(e.kind()) {}
   };
   template <class S, class T>
-  static void extract(const held& h, problem<T>& p) {
-    chain<A>::template extract<S>(h.in, p);
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
+    chain<A>::template extract<S>(h.in, p, d);
     const T fill = static_cast<T>(h.fill);
     if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::top_left>>) {
       p.causal(kernels::causal_kind::top_left, fill);
     } else if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::bottom_right>>) {
       p.causal(kernels::causal_kind::bottom_right, fill);
     } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
-      check_key_lengths<S>(h.kind);  // the lengths may have changed since the mask was built
+      check_key_lengths<S>(h.kind, d);  // the lengths may have changed since the mask was built
       p.key_lengths(h.kind.lengths, fill);
     } else if constexpr (requires { Kind::length; }) {
       p.key_padding(Kind::length, fill);
     } else {
       using M = std::remove_cvref_t<decltype(h.kind.mask)>;
-      p.boolean_mask(broadcast_of<shape_of_t<M>, S>(h.data.m.data()), fill);
+      p.boolean_mask(broadcast_of<shape_of_t<M>, S>(h.data.m.data(), h.data.dims), fill);
     }
   }
 };
@@ -206,12 +209,13 @@ struct chain<binary_expr<ops::plus, A, M>> : chain_link<A> {
   struct held {
     typename chain<A>::held in;
     dense_operand<M> bias;
-    explicit held(const binary_expr<ops::plus, A, M>& e) : in(e.lhs()), bias(e.rhs()) {}
+    dims_t<shape_of_t<M>::rank> dims;
+    explicit held(const binary_expr<ops::plus, A, M>& e) : in(e.lhs()), bias(e.rhs()), dims(dims_of(e.rhs())) {}
   };
   template <class S, class T>
-  static void extract(const held& h, problem<T>& p) {
-    chain<A>::template extract<S>(h.in, p);
-    p.additive_mask(broadcast_of<shape_of_t<M>, S>(h.bias.data()));
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
+    chain<A>::template extract<S>(h.in, p, d);
+    p.additive_mask(broadcast_of<shape_of_t<M>, S>(h.bias.data(), h.dims));
   }
 };
 
@@ -267,19 +271,21 @@ bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const 
   using S = shape_of_t<P>;
   using K = typename chain<P>::k;
   constexpr std::size_t R = S::rank;
+  const auto d = dims_of(e.lhs().operand());
+  // Empty extents (a dyn length of 0): the row evaluator, which loops zero times.
+  if (dims_size(d) == 0 || dims_cols(dims_of(e.rhs())) == 0) return false;
   const typename chain<P>::held h(e.lhs().operand());
   const strided_operand<V> v(e.rhs());
   problem<T> p;
-  chain<P>::template extract<S>(h, p);
+  chain<P>::template extract<S>(h, p, d);
   p.v = v.template kernel_view<R>();
   p.o = o;
-  p.batch = R >= 3 ? S::extents[0] : 1;
-  p.heads = R == 4 ? S::extents[1] : 1;
+  p.batch = R >= 3 ? d[0] : 1;
+  p.heads = R == 4 ? d[1] : 1;
   p.kv_heads = p.heads / strided_operand<K>::group;
-  p.lq = S::extents[R - 2];
-  p.lk = S::cols;
-  p.dk = strided_operand<K>::cols;
-  p.dv = shape_of_t<V>::cols;
+  p.lq = d[R - 2];
+  p.lk = d[R - 1];
+  p.dv = v.cols;
   kernels::flash_attention(p, ctx);
   ctx.count_fused_run();
   return true;
@@ -290,9 +296,10 @@ template <class T, class P, class V>
 bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
   using O = shape_of_t<matmul_expr<softmax_expr<P>, V>>;
   constexpr std::size_t R = O::rank;
-  kernels::strided<T> o{dst, 0, 0, static_cast<std::ptrdiff_t>(O::cols)};
-  if constexpr (R >= 3) o.batch = static_cast<std::ptrdiff_t>(O::size / O::extents[0]);
-  if constexpr (R == 4) o.head = static_cast<std::ptrdiff_t>(O::extents[2] * O::cols);
+  const auto d = dims_of(e);
+  kernels::strided<T> o{dst, 0, 0, static_cast<std::ptrdiff_t>(d[R - 1])};
+  if constexpr (R >= 3) o.batch = static_cast<std::ptrdiff_t>(dims_size(d) / (d[0] == 0 ? 1 : d[0]));
+  if constexpr (R == 4) o.head = static_cast<std::ptrdiff_t>(d[2] * d[3]);
   return run(o, e, ctx);
 }
 
@@ -300,7 +307,9 @@ bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
 template <class T, class E>
 bool run(T* dst, const merge_heads_expr<E>& m, const context& ctx) {
   using O = shape_of_t<E>;  // (B, H, L, dv) or (H, L, dv)
-  constexpr std::size_t R = O::rank, H = O::extents[R - 3], L = O::extents[R - 2], dv = O::cols;
+  constexpr std::size_t R = O::rank;
+  const auto d = dims_of(m.operand());
+  const std::size_t H = d[R - 3], L = d[R - 2], dv = d[R - 1];
   kernels::strided<T> o{dst, 0, 0, static_cast<std::ptrdiff_t>(H * dv)};
   if constexpr (R == 4) {
     o.batch = static_cast<std::ptrdiff_t>(L * H * dv);

@@ -4,7 +4,7 @@
 //
 //   strided_operand<E> op(e);      // E of shape (lead..., rows, cols)
 //   op.data()                      // element (n..., i, c) at data() + sum(n_a * lead[a]) + i * row + c
-//   strided_operand<E>::lead, ::row, ::rows, ::cols, ::group   (compile-time constants)
+//   op.lead, op.row, op.rows, op.cols (run-time values: extents may be dyn); strided_operand<E>::group
 //   op.row_ptr(r)                  // row r of E's shape, all axes but the last flattened
 //   op.kernel_view<R>()            // the kernel's (batch, head) strides for scores of rank R
 //
@@ -25,45 +25,40 @@
 namespace attnx {
 
 namespace detail {
-template <class S>
-constexpr std::array<std::size_t, (S::rank >= 2 ? S::rank - 2 : 0)> lead_extents() {
-  std::array<std::size_t, (S::rank >= 2 ? S::rank - 2 : 0)> out{};
-  for (std::size_t a = 0; a < out.size(); ++a) out[a] = S::extents[a];
-  return out;
-}
-// Row-major strides of the leading axes of a contiguous S.
-template <class S>
-constexpr std::array<std::ptrdiff_t, (S::rank >= 2 ? S::rank - 2 : 0)> row_major_lead() {
-  std::array<std::ptrdiff_t, (S::rank >= 2 ? S::rank - 2 : 0)> out{};
-  std::ptrdiff_t s = static_cast<std::ptrdiff_t>(S::extents[S::rank - 2] * S::cols);
+// Row-major strides of the leading axes of a contiguous tensor of extents d.
+template <std::size_t R>
+constexpr std::array<std::ptrdiff_t, (R >= 2 ? R - 2 : 0)> row_major_lead(const dims_t<R>& d) {
+  std::array<std::ptrdiff_t, (R >= 2 ? R - 2 : 0)> out{};
+  std::ptrdiff_t s = static_cast<std::ptrdiff_t>(d[R - 2] * d[R - 1]);
   for (std::size_t a = out.size(); a-- > 0;) {
     out[a] = s;
-    s *= static_cast<std::ptrdiff_t>(S::extents[a]);
+    s *= static_cast<std::ptrdiff_t>(d[a]);
   }
   return out;
 }
 }  // namespace detail
 
-// What every strided operand shares: the row pointer and the kernel's view, from the layout constants.
+// What every strided operand shares: the layout (run-time values, the operand's extents may be dyn), the
+// row pointer and the kernel's view.
 template <class Derived, class T, class S>
 struct strided_layout {
   static constexpr std::size_t rank = S::rank;
-  static constexpr std::size_t rows = S::extents[S::rank - 2];
-  static constexpr std::size_t cols = S::cols;
-  static constexpr auto lead_extent = detail::lead_extents<S>();
+  static constexpr std::size_t lead_rank = rank >= 2 ? rank - 2 : 0;
+  std::array<std::size_t, lead_rank> lead_extent{};  // the leading axes' extents
+  std::array<std::ptrdiff_t, lead_rank> lead{};       // and their strides
+  std::ptrdiff_t row = 0;                             // the stride between rows
+  std::size_t rows = 0, cols = 0;
 
   // Row r of the operand's shape (leading axes and rows flattened, row-major).
   constexpr const T* row_ptr(std::size_t r) const {
-    const auto& self = static_cast<const Derived&>(*this);
-    std::ptrdiff_t off = static_cast<std::ptrdiff_t>(r % rows) * Derived::row;
+    std::ptrdiff_t off = static_cast<std::ptrdiff_t>(r % rows) * row;
     std::size_t n = r / rows;
-    for (std::size_t a = lead_extent.size(); a-- > 0;) {
-      off += static_cast<std::ptrdiff_t>(n % lead_extent[a]) * Derived::lead[a];
+    for (std::size_t a = lead_rank; a-- > 0;) {
+      off += static_cast<std::ptrdiff_t>(n % lead_extent[a]) * lead[a];
       n /= lead_extent[a];
     }
-    return self.data() + off;
+    return static_cast<const Derived&>(*this).data() + off;
   }
-
   // The kernel's strides for scores of rank R: a plain matrix is shared by every (batch, head); an operand
   // with the scores' rank maps its leading axes to (batch) or (batch, head).
   template <std::size_t R>
@@ -71,10 +66,21 @@ struct strided_layout {
     static_assert(rank == 2 || rank == R, "attnx: an attention operand has rank 2 or the scores' rank");
     kernels::strided<const T> v;
     v.data = static_cast<const Derived&>(*this).data();
-    v.row = Derived::row;
-    if constexpr (rank >= 3) v.batch = Derived::lead[0];
-    if constexpr (rank >= 4) v.head = Derived::lead[1];
+    v.row = row;
+    if constexpr (rank >= 3) v.batch = lead[0];
+    if constexpr (rank >= 4) v.head = lead[1];
     return v;
+  }
+
+ protected:
+  // The operand's own extents d, its row stride `row_stride` and leading strides `st`.
+  constexpr void set_layout(const dims_t<rank>& d, std::ptrdiff_t row_stride,
+                            const std::array<std::ptrdiff_t, lead_rank>& st) {
+    for (std::size_t a = 0; a < lead_rank; ++a) lead_extent[a] = d[a];
+    lead = st;
+    row = row_stride;
+    rows = d[rank - 2];
+    cols = d[rank - 1];
   }
 };
 
@@ -83,10 +89,11 @@ template <class E>
 struct strided_operand : strided_layout<strided_operand<E>, value_t<E>, shape_of_t<E>> {
   using S = shape_of_t<E>;
   static_assert(S::rank >= 2, "attnx: a strided operand is a stack of matrices (rank >= 2)");
-  static constexpr auto lead = detail::row_major_lead<S>();
-  static constexpr std::ptrdiff_t row = static_cast<std::ptrdiff_t>(S::cols);
   static constexpr std::size_t group = 1;
-  constexpr explicit strided_operand(const E& e) : d(e) {}
+  constexpr explicit strided_operand(const E& e) : d(e) {
+    const auto x = dims_of(e);
+    this->set_layout(x, static_cast<std::ptrdiff_t>(x[S::rank - 1]), detail::row_major_lead<S::rank>(x));
+  }
   constexpr const value_t<E>* data() const noexcept { return d.data(); }
   dense_operand<E> d;
 };
@@ -97,16 +104,16 @@ template <std::size_t H, class A>
 struct strided_operand<split_heads_expr<H, A>>
     : strided_layout<strided_operand<split_heads_expr<H, A>>, value_t<A>, shape_of_t<split_heads_expr<H, A>>> {
   using SA = shape_of_t<A>;
-  static constexpr std::ptrdiff_t row = static_cast<std::ptrdiff_t>(SA::cols);
-  static constexpr auto lead = [] {
-    constexpr auto outer = detail::row_major_lead<SA>();  // x's own leading axes
-    std::array<std::ptrdiff_t, outer.size() + 1> out{};
-    for (std::size_t a = 0; a < outer.size(); ++a) out[a] = outer[a];
-    out[outer.size()] = static_cast<std::ptrdiff_t>(SA::cols / H);  // the heads
-    return out;
-  }();
+  using base_t = strided_layout<strided_operand<split_heads_expr<H, A>>, value_t<A>, shape_of_t<split_heads_expr<H, A>>>;
   static constexpr std::size_t group = 1;
-  constexpr explicit strided_operand(const split_heads_expr<H, A>& e) : d(e.operand()) {}
+  constexpr explicit strided_operand(const split_heads_expr<H, A>& e) : d(e.operand()) {
+    const auto xd = dims_of(e.operand());
+    const auto outer = detail::row_major_lead<SA::rank>(xd);  // x's own leading axes
+    std::array<std::ptrdiff_t, base_t::lead_rank> st{};
+    for (std::size_t a = 0; a < outer.size(); ++a) st[a] = outer[a];
+    st[outer.size()] = static_cast<std::ptrdiff_t>(xd[SA::rank - 1] / H);  // the heads
+    this->set_layout(dims_of(e), static_cast<std::ptrdiff_t>(xd[SA::rank - 1]), st);
+  }
   constexpr const value_t<A>* data() const noexcept { return d.data(); }
   dense_operand<A> d;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -38,6 +39,7 @@ class unary_expr : public expression_tag {
   using shape_type = shape_of_t<A>;
   constexpr explicit unary_expr(A a) : a_(std::move(a)) {}
   constexpr const A& operand() const noexcept { return a_; }
+  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
  private:
@@ -50,6 +52,7 @@ class binary_expr : public expression_tag {
   using value_type = std::common_type_t<value_t<A>, value_t<B>>;
   using shape_type = broadcast_shape_t<shape_of_t<A>, shape_of_t<B>>;
   constexpr binary_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
+  constexpr dims_t<shape_type::rank> dims() const;
   constexpr const A& lhs() const noexcept { return a_; }
   constexpr const B& rhs() const noexcept { return b_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_, &b_); }
@@ -70,12 +73,33 @@ constexpr std::size_t first_broadcast_mismatch(bool names) {
     ((bad == R && [&] {
        using ax = detail::aligned_axis_t<A, R, I>;
        using ay = detail::aligned_axis_t<B, R, I>;
-       if (names) return ax::extent == ay::extent && !names_unify_v<typename ax::name, typename ay::name>;
-       return ax::extent != ay::extent && ax::extent != 1 && ay::extent != 1;
+       // Matched axes (equal extents, or a dyn one against anything but a static 1) must have unifiable names;
+       // two static extents must be equal or one of them 1 (a dyn one is checked at run time).
+       constexpr bool matched = ax::extent == ay::extent || ((ax::extent == dyn || ay::extent == dyn) && ax::extent != 1 && ay::extent != 1);
+       if (names) return matched && !names_unify_v<typename ax::name, typename ay::name>;
+       return ax::extent != ay::extent && ax::extent != 1 && ay::extent != 1 && ax::extent != dyn && ay::extent != dyn;
      }() ? (bad = I, 0) : 0),
      ...);
   }(std::make_index_sequence<R>{});
   return bad;
+}
+
+// The run-time half, for axes where an extent is dyn: equal extents unless one side is a static 1. `what`
+// names the operation in the message.
+template <class A, class B>
+constexpr void check_elementwise_dims(const dims_t<A::rank>& a, const dims_t<B::rank>& b,
+                                      const char* what = "element-wise operation") {
+  constexpr std::size_t R = A::rank > B::rank ? A::rank : B::rank;
+  for (std::size_t i = 0; i < R; ++i) {
+    const bool in_a = i + A::rank >= R, in_b = i + B::rank >= R;
+    const std::size_t sa = in_a ? A::extents[i + A::rank - R] : 1, sb = in_b ? B::extents[i + B::rank - R] : 1;
+    if ((sa != dyn && sb != dyn) || sa == 1 || sb == 1) continue;
+    const std::size_t ea = a[i + A::rank - R], eb = b[i + B::rank - R];
+    if (ea != eb)
+      detail::throw_extent_error(std::string(what) + ": the operands' extents differ on axis " + std::to_string(i) +
+                                     " (lhs " + shape_string<A>(a) + ", rhs " + shape_string<B>(b) + ")",
+                                 "lhs_extent", ea, "rhs_extent", eb);
+  }
 }
 
 template <class A, class B, bool Quiet = false>
@@ -110,8 +134,27 @@ constexpr auto make_binary(A&& a, B&& b) {
   if constexpr (quiet || !shapes_ok || !types_ok) {
     return failed_expr<std::common_type_t<value_t<A>, value_t<B>>, broadcast_shape_t<SA, SB>>{};
   } else {
+    if constexpr (!SA::is_static || !SB::is_static) rules::check_elementwise_dims<SA, SB>(dims_of(a), dims_of(b));
     return binary_expr<Op, stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
   }
+}
+
+// The extents of a broadcast result: per axis, the operand's that is not a static 1.
+template <class SA, class SB>
+constexpr dims_t<broadcast_shape_t<SA, SB>::rank> broadcast_dims(const dims_t<SA::rank>& a, const dims_t<SB::rank>& b) {
+  constexpr std::size_t R = SA::rank > SB::rank ? SA::rank : SB::rank;
+  dims_t<R> out{};
+  for (std::size_t i = 0; i < R; ++i) {
+    const bool in_a = i + SA::rank >= R, in_b = i + SB::rank >= R;
+    const std::size_t sa = in_a ? SA::extents[i + SA::rank - R] : 1;
+    const std::size_t eb = in_b ? b[i + SB::rank - R] : 1;
+    out[i] = sa == 1 ? eb : a[i + SA::rank - R];
+  }
+  return out;
+}
+template <class Op, class A, class B>
+constexpr dims_t<binary_expr<Op, A, B>::shape_type::rank> binary_expr<Op, A, B>::dims() const {
+  return broadcast_dims<shape_of_t<A>, shape_of_t<B>>(dims_of(a_), dims_of(b_));
 }
 template <class Op, class A>
 constexpr auto make_unary(A&& a) {

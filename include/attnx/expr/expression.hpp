@@ -42,6 +42,7 @@ class tensor_ref : public expression_tag {
   using shape_type = Shape;
   constexpr explicit tensor_ref(const basic_tensor<T, Shape>& t) noexcept : t_(&t) {}
   constexpr const T* data() const noexcept { return t_->data(); }
+  constexpr dims_t<Shape::rank> dims() const noexcept { return t_->dims(); }
 
  private:
   const basic_tensor<T, Shape>* t_;
@@ -71,6 +72,17 @@ constexpr stored_t<E> store(E&& e) {
   }
 }
 
+// The run-time extents of an expression: its shape's when they are all static (a constant), else what
+// the expression holds (every node with a dyn extent has dims(), computed from its operands').
+template <class E>
+constexpr dims_t<shape_of_t<E>::rank> dims_of(const E& e) {
+  if constexpr (shape_of_t<E>::is_static) {
+    return shape_of_t<E>::extents;
+  } else {
+    return e.dims();
+  }
+}
+
 // Terminals: expressions whose elements sit in memory, row-major and contiguous, reachable
 // through data(). Everything else is computed by an evaluator.
 template <class E>
@@ -89,6 +101,7 @@ class failed_expr : public expression_tag {
  public:
   using value_type = T;
   using shape_type = Shape;
+  constexpr dims_t<Shape::rank> dims() const noexcept { return {}; }
 };
 
 namespace detail {

@@ -23,6 +23,9 @@ namespace detail {
 // Index helpers that stay in range for ill-formed ranks (the rule's static_assert reports those).
 template <class S, std::size_t Back>
 inline constexpr std::size_t from_back = S::rank >= Back ? S::rank - Back : 0;
+// a * b and a / b of extents, dyn when either is.
+constexpr std::size_t extent_times(std::size_t a, std::size_t b) { return a == dyn || b == dyn ? dyn : a * b; }
+constexpr std::size_t extent_over(std::size_t a, std::size_t b) { return a == dyn ? dyn : a / b; }
 }  // namespace detail
 
 template <std::size_t H, class A>
@@ -31,13 +34,22 @@ class split_heads_expr : public expression_tag {
 
  public:
   static constexpr std::size_t heads = H;
-  static constexpr std::size_t head_dim = S::cols / H;
+  static constexpr std::size_t head_dim = detail::extent_over(S::cols, H);
   using value_type = value_t<A>;
   // (batch..., L, D) -> (batch..., H, L, D / H)
   using shape_type = shape_cat_t<take_front_t<S, detail::from_back<S, 2>>,
                                  shape<axis<names::heads, H>, typename S::template axis_t<detail::from_back<S, 2>>,
-                                       axis<anon, S::cols / H>>>;
+                                       axis<anon, head_dim>>>;
   constexpr explicit split_heads_expr(A a) : a_(std::move(a)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto d = dims_of(a_);
+    dims_t<shape_type::rank> out{};
+    for (std::size_t k = 0; k + 2 < S::rank; ++k) out[k] = d[k];
+    out[S::rank - 2] = H;
+    out[S::rank - 1] = d[S::rank - 2];
+    out[S::rank] = d[S::rank - 1] / H;
+    return out;
+  }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
@@ -54,8 +66,17 @@ class merge_heads_expr : public expression_tag {
   using value_type = value_t<A>;
   // (batch..., H, L, d) -> (batch..., L, H * d)
   using shape_type = shape_cat_t<take_front_t<S, detail::from_back<S, 3>>,
-                                 shape<typename S::template axis_t<detail::from_back<S, 2>>, axis<anon, heads * S::cols>>>;
+                                 shape<typename S::template axis_t<detail::from_back<S, 2>>,
+                                       axis<anon, detail::extent_times(heads, S::cols)>>>;
   constexpr explicit merge_heads_expr(A a) : a_(std::move(a)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto d = dims_of(a_);
+    dims_t<shape_type::rank> out{};
+    for (std::size_t k = 0; k + 3 < S::rank; ++k) out[k] = d[k];
+    out[S::rank - 3] = d[S::rank - 2];
+    out[S::rank - 2] = d[S::rank - 3] * d[S::rank - 1];
+    return out;
+  }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
@@ -72,9 +93,14 @@ class repeat_heads_expr : public expression_tag {
   using value_type = value_t<A>;
   using shape_type =
       shape_cat_t<take_front_t<S, detail::from_back<S, 3>>,
-                  shape<axis<names::heads, S::template extent<detail::from_back<S, 3>> * G>,
+                  shape<axis<names::heads, detail::extent_times(S::template extent<detail::from_back<S, 3>>, G)>,
                         typename S::template axis_t<detail::from_back<S, 2>>, typename S::template axis_t<detail::from_back<S, 1>>>>;
   constexpr explicit repeat_heads_expr(A a) : a_(std::move(a)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    auto d = dims_of(a_);
+    d[S::rank - 3] *= G;
+    return d;
+  }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
@@ -87,7 +113,7 @@ constexpr auto split_heads(A&& a) {
   using S = shape_of_t<A>;
   constexpr bool quiet = failed_v<A>;
   constexpr bool rank_ok = S::rank >= 2;
-  constexpr bool heads_ok = H > 0 && S::cols % H == 0;
+  constexpr bool heads_ok = H > 0 && (S::cols == dyn || S::cols % H == 0);
   static_assert(quiet || rank_ok || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
                 "attnx: split_heads: the operand needs a sequence axis and a feature axis");
   static_assert(quiet || !rank_ok || heads_ok ||
@@ -98,6 +124,12 @@ constexpr auto split_heads(A&& a) {
   } else if constexpr (!heads_ok) {
     return failed_expr<value_t<A>, shape_of_t<split_heads_expr<(H > 0 ? H : 1), std::remove_cvref_t<A>>>>{};
   } else {
+    if constexpr (S::cols == dyn) {
+      const std::size_t d_model = dims_cols(dims_of(a));
+      if (d_model % H != 0)
+        detail::throw_extent_error("split_heads: the feature extent (d_model) must be divisible by the number of heads",
+                                   "d_model", d_model, "heads", H);
+    }
     return split_heads_expr<H, stored_t<A>>(store(std::forward<A>(a)));
   }
 }

@@ -76,6 +76,7 @@ class masked_expr : public expression_tag {
   using value_type = value_t<A>;
   using shape_type = shape_of_t<A>;
   constexpr masked_expr(A a, Kind k, value_type fill) : a_(std::move(a)), k_(std::move(k)), fill_(fill) {}
+  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr const Kind& kind() const noexcept { return k_; }
   constexpr value_type fill() const noexcept { return fill_; }
@@ -112,7 +113,7 @@ constexpr bool check_mask_shape() {
       ((b == R && [] {
          using ax = detail::aligned_axis_t<S, R, I>;
          using ay = detail::aligned_axis_t<M, R, I>;
-         return (ay::extent != ax::extent && ay::extent != 1) || I + S::rank < R;
+         return (ay::extent != ax::extent && ay::extent != 1 && ax::extent != dyn && ay::extent != dyn) || I + S::rank < R;
        }() ? (b = I, 0) : 0),
        ...);
     }(std::make_index_sequence<R>{});
@@ -135,6 +136,19 @@ constexpr bool check_mask_shape() {
     return n == R;
   } else {
     return false;
+  }
+}
+// The run-time half, where an extent is dyn: per axis, the mask's extent is the scores' (or a static 1).
+template <class S, class M>
+constexpr void check_mask_dims(const dims_t<S::rank>& s, const dims_t<M::rank>& m) {
+  for (std::size_t k = 0; k < M::rank; ++k) {
+    const std::size_t i = k + S::rank - M::rank;
+    if (M::extents[k] == 1 || (M::extents[k] != dyn && S::extents[i] != dyn)) continue;
+    if (m[k] != s[i])
+      detail::throw_extent_error("mask: the mask's extents must equal the scores' extents (or be 1 to broadcast); axis " +
+                                     std::to_string(i) + " differs (scores " + shape_string<S>(s) + ", mask " +
+                                     shape_string<M>(m) + ")",
+                                 "mask_extent", m[k], "score_extent", s[i]);
   }
 }
 }  // namespace rules
@@ -162,10 +176,14 @@ constexpr auto mask(A&& a, key_padding_mask<Len> m, value_t<A> fill = -std::nume
   using S = shape_of_t<A>;
   constexpr bool quiet = failed_v<A>;
   constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
-  static_assert(quiet || !rank_ok || Len <= S::cols ||
+  static_assert(quiet || !rank_ok || S::cols == dyn || Len <= S::cols ||
                     error::holds<error::key_length_exceeds_keys<error::key_length<Len>, error::keys<S::cols>>>,
                 "attnx: mask: the key padding length exceeds the number of keys");
-  return detail::make_masked<rank_ok && Len <= S::cols>(std::forward<A>(a), m, fill);
+  if constexpr (S::cols == dyn && rank_ok && !quiet) {
+    const std::size_t keys = dims_cols(dims_of(a));
+    if (Len > keys) detail::throw_extent_error("mask: the key padding length exceeds the number of keys", "key_length", Len, "keys", keys);
+  }
+  return detail::make_masked<rank_ok && (S::cols == dyn || Len <= S::cols)>(std::forward<A>(a), m, fill);
 }
 
 // The run-time rule of key_lengths for scores of shape S: one length per batch item (axis 0 of scores
@@ -173,16 +191,17 @@ constexpr auto mask(A&& a, key_padding_mask<Len> m, value_t<A> fill = -std::nume
 // the mask is built and again when it is evaluated (the lengths live in the caller's memory and may have
 // changed in between), by the row evaluator and the fused path alike.
 template <class S>
-constexpr void check_key_lengths(const key_lengths_mask& m) {
-  constexpr std::size_t batches = S::rank >= 3 ? S::extents[0] : 1;
+constexpr void check_key_lengths(const key_lengths_mask& m, const dims_t<S::rank>& d) {
+  const std::size_t batches = S::rank >= 3 ? d[0] : 1;
   if (m.count != batches)
     throw std::invalid_argument("attnx: mask: key_lengths has " + std::to_string(m.count) + " entries but the scores " +
-                                shape_string<S>() + " have " + std::to_string(batches) + " batch items");
+                                shape_string<S>(d) + " have " + std::to_string(batches) + " batch items");
   if (m.count > 0 && m.lengths == nullptr) throw std::invalid_argument("attnx: mask: key_lengths over a null pointer");
+  const std::size_t keys = dims_cols(d);
   for (std::size_t b = 0; b < m.count; ++b)
-    if (m.lengths[b] > S::cols)
+    if (m.lengths[b] > keys)
       throw std::out_of_range("attnx: mask: key_lengths[" + std::to_string(b) + "] = " + std::to_string(m.lengths[b]) +
-                              " exceeds the " + std::to_string(S::cols) + " keys");
+                              " exceeds the " + std::to_string(keys) + " keys");
 }
 
 // Run-time lengths: one per batch item. A wrong count or a length above the key count throws.
@@ -190,7 +209,7 @@ template <expression A>
 constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   using S = shape_of_t<A>;
   constexpr bool ok = rules::check_matrix_scores<S, failed_v<A>>();
-  if constexpr (ok && !failed_v<A>) check_key_lengths<S>(m);
+  if constexpr (ok && !failed_v<A>) check_key_lengths<S>(m, dims_of(a));
   return detail::make_masked<ok>(std::forward<A>(a), m, fill);
 }
 
@@ -207,6 +226,7 @@ constexpr auto mask(A&& a, M&& m, value_t<A> fill = -std::numeric_limits<value_t
   if constexpr (quiet || !rank_ok || !bool_ok || !shape_ok) {
     return failed_expr<value_t<A>, S>{};
   } else {
+    if constexpr (!S::is_static || !shape_of_t<M>::is_static) rules::check_mask_dims<S, shape_of_t<M>>(dims_of(a), dims_of(m));
     using K = bool_mask<stored_t<M>>;
     return masked_expr<stored_t<A>, K>(store(std::forward<A>(a)), K{store(std::forward<M>(m))}, fill);
   }
@@ -242,6 +262,7 @@ constexpr auto mask(A&& a, additive_mask<M> m) {
   if constexpr (quiet || !rank_ok || !shape_ok || !types_ok) {
     return failed_expr<value_t<A>, S>{};
   } else {
+    if constexpr (!S::is_static || !shape_of_t<M>::is_static) rules::check_mask_dims<S, shape_of_t<M>>(dims_of(a), dims_of(m.mask));
     return binary_expr<ops::plus, stored_t<A>, M>(store(std::forward<A>(a)), std::move(m.mask));
   }
 }

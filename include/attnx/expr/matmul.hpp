@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -23,9 +24,16 @@ class matmul_expr : public expression_tag {
  public:
   using value_type = std::common_type_t<value_t<A>, value_t<B>>;
   using shape_type = matmul_shape_t<shape_of_t<A>, shape_of_t<B>>;
-  // The contracted extent (d_k for Q K^T).
+  // The contracted extent (d_k for Q K^T; dyn when it is known at run time only).
   static constexpr std::size_t inner = shape_of_t<A>::cols;
   constexpr matmul_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto a = dims_of(a_);
+    dims_t<shape_type::rank> out{};
+    for (std::size_t k = 0; k + 1 < shape_type::rank; ++k) out[k] = a[k];
+    out[shape_type::rank - 1] = dims_cols(dims_of(b_));
+    return out;
+  }
   constexpr const A& lhs() const noexcept { return a_; }
   constexpr const B& rhs() const noexcept { return b_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_, &b_); }
@@ -43,6 +51,11 @@ class transpose_expr : public expression_tag {
   using shape_type = transpose_t<shape_of_t<A>>;
   constexpr explicit transpose_expr(A a) : a_(std::move(a)) {}
   constexpr const A& operand() const noexcept { return a_; }
+  constexpr dims_t<shape_type::rank> dims() const {
+    auto d = dims_of(a_);
+    std::swap(d[shape_type::rank - 1], d[shape_type::rank - 2]);
+    return d;
+  }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
  private:
@@ -60,7 +73,7 @@ constexpr bool check_matmul() {
   if constexpr (ranks_ok) {
     using AK = typename A::template axis_t<A::rank - 1>;
     using BK = typename B::template axis_t<B::rank - 2>;
-    constexpr bool extents_ok = AK::extent == BK::extent;
+    constexpr bool extents_ok = AK::extent == BK::extent || AK::extent == dyn || BK::extent == dyn;
     constexpr bool names_ok = names_unify_v<typename AK::name, typename BK::name>;
     static_assert(Quiet || extents_ok ||
                       error::holds<error::matmul_inner_extents_differ<error::lhs_columns<AK::extent>, error::rhs_rows<BK::extent>>>,
@@ -71,13 +84,34 @@ constexpr bool check_matmul() {
                   "attnx: matmul: the contracted axes have different names");
     using AB = batch_axes_t<A>;
     using BB = batch_axes_t<B>;
-    constexpr bool batch_ok = BB::rank == 0 || same_extents_v<AB, BB>;
+    constexpr bool batch_ok = BB::rank == 0 || [] {
+      if constexpr (AB::rank != BB::rank) {
+        return false;
+      } else {
+        for (std::size_t k = 0; k < AB::rank; ++k)
+          if (AB::extents[k] != BB::extents[k] && AB::extents[k] != dyn && BB::extents[k] != dyn) return false;
+        return true;
+      }
+    }();
     static_assert(Quiet || !extents_ok || !names_ok || batch_ok ||
                       error::holds<error::matmul_batch_axes_differ<error::lhs_rank<A::rank>, error::rhs_rank<B::rank>>>,
                   "attnx: matmul: a batched rhs must have the lhs's batch axes (or be a plain matrix shared by all)");
     return extents_ok && names_ok && batch_ok;
   } else {
     return false;
+  }
+}
+// The run-time half, where an extent is dyn: the inner extents, then the batch axes of a batched rhs.
+template <class A, class B>
+constexpr void check_matmul_dims(const dims_t<A::rank>& a, const dims_t<B::rank>& b) {
+  if (a[A::rank - 1] != b[B::rank - 2])
+    detail::throw_extent_error("matmul: the inner extents differ", "lhs_columns", a[A::rank - 1], "rhs_rows", b[B::rank - 2]);
+  if constexpr (B::rank > 2) {
+    for (std::size_t k = 0; k + 2 < B::rank; ++k)
+      if (a[k] != b[k])
+        detail::throw_extent_error("matmul: a batched rhs must have the lhs's batch axes; they differ on axis " +
+                                       std::to_string(k),
+                                   "lhs_extent", a[k], "rhs_extent", b[k]);
   }
 }
 }  // namespace rules
@@ -94,6 +128,7 @@ constexpr auto make_matmul(A&& a, B&& b) {
   if constexpr (quiet || !shapes_ok || !types_ok) {
     return failed_expr<std::common_type_t<value_t<A>, value_t<B>>, matmul_shape_t<SA, SB>>{};
   } else {
+    if constexpr (!SA::is_static || !SB::is_static) rules::check_matmul_dims<SA, SB>(dims_of(a), dims_of(b));
     return matmul_expr<stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
   }
 }

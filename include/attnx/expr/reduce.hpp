@@ -39,6 +39,11 @@ class reduce_expr : public expression_tag {
   using value_type = value_t<A>;
   using shape_type = reduce_last_t<shape_of_t<A>>;
   constexpr explicit reduce_expr(A a) : a_(std::move(a)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    auto d = dims_of(a_);
+    d[shape_type::rank - 1] = 1;
+    return d;
+  }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
@@ -55,6 +60,7 @@ class softmax_expr : public expression_tag {
   using value_type = value_t<A>;
   using shape_type = shape_of_t<A>;
   constexpr explicit softmax_expr(A a) : a_(std::move(a)) {}
+  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 

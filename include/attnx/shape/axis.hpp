@@ -1,7 +1,9 @@
-// attnx: axes. An axis is an extent known at compile time, optionally with a name.
+// attnx: axes. An axis is an extent, optionally with a name. The extent is known at compile time, or
+// is attnx::dyn: known at run time only (a sequence or batch length that comes from data).
 //
 // Unnamed axes are written as plain numbers:       attnx::tensor<float, 3, 4>
 // Named axes are written with a variable template:  attnx::tensor<float, attnx::seq<3>, attnx::d_model<4>>
+// Run-time extents are written attnx::dyn:          attnx::tensor<float, attnx::seq<attnx::dyn>, attnx::d_model<4>>
 // A name is any type; its only job is to make two axes distinguishable (contracting `seq` with `d_k`
 // is an error even when both extents are 4). Names print readably in compiler messages because
 // they are types (a string template argument prints as character codes in clang 14).
@@ -16,10 +18,31 @@ namespace attnx {
 // The name of every unnamed axis. It unifies with any name.
 struct anon {};
 
+// The extent of an axis whose length is known at run time only (std::dynamic_extent's value, as in
+// C++23's std::extents). Rules between two compile-time extents are compile errors; a rule that involves
+// a dyn extent is checked once, when the expression node is built, and throws attnx::extent_error.
+inline constexpr std::size_t dyn = static_cast<std::size_t>(-1);
+
 template <class Name, std::size_t N>
 struct axis {
   using name = Name;
   static constexpr std::size_t extent = N;
+};
+
+// The extent of an axis as a value: a compile-time constant (no storage) or, for dyn, a run-time one.
+template <std::size_t N>
+struct extent_value {
+  static constexpr std::size_t value = N;
+  constexpr extent_value() noexcept = default;
+  constexpr explicit extent_value(std::size_t) noexcept {}
+  constexpr operator std::size_t() const noexcept { return N; }
+};
+template <>
+struct extent_value<dyn> {
+  std::size_t value = 0;
+  constexpr extent_value() noexcept = default;
+  constexpr explicit extent_value(std::size_t v) noexcept : value(v) {}
+  constexpr operator std::size_t() const noexcept { return value; }
 };
 
 template <class T>

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace attnx::error {
@@ -95,3 +97,24 @@ template <class Rule>
 inline constexpr bool holds = Rule::value;
 
 }  // namespace attnx::error
+
+namespace attnx {
+
+// The run-time side of the shape rules: a rule that involves a dyn extent is checked once, when the
+// expression node (or tensor, or view) is built, and a failure throws extent_error, whose message uses the
+// compile-time rule's vocabulary: "attnx: matmul: the inner extents differ: lhs_columns 37, rhs_rows 36".
+// (Derived from std::invalid_argument, so code that catches that keeps working.)
+class extent_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+namespace detail {
+// "attnx: <what>: <fact> <n>, <fact> <n>"
+[[noreturn]] inline void throw_extent_error(const std::string& what, const char* fact1, std::size_t n1, const char* fact2,
+                                            std::size_t n2) {
+  throw extent_error("attnx: " + what + ": " + fact1 + " " + std::to_string(n1) + ", " + fact2 + " " + std::to_string(n2));
+}
+}  // namespace detail
+
+}  // namespace attnx

@@ -1,4 +1,6 @@
-// attnx: shapes. A shape is a list of axes; every extent is a compile-time constant.
+// attnx: shapes. A shape is a list of axes; an extent is a compile-time constant or dyn (run time).
+// A shape with a dyn extent has no compile-time size; its run-time extents travel with the expression
+// (attnx::dims_of(e), expr/expression.hpp).
 //
 // Shape arithmetic (transpose, reductions, broadcasting, matmul) is done with plain templates and
 // constexpr std::array rather than Hana containers: it runs for every node of every expression, and
@@ -22,11 +24,15 @@ struct shape {
   static_assert((is_axis_v<Axes> && ...), "attnx: shape<...> takes attnx::axis types");
   static constexpr std::size_t rank = sizeof...(Axes);
   static constexpr std::array<std::size_t, rank> extents{Axes::extent...};
-  static constexpr std::size_t size = (std::size_t{1} * ... * Axes::extent);
-  // Evaluation walks a tensor row by row: `cols` is the extent of the last axis, `rows` the
-  // product of all the others (1 for rank 0 and 1).
+  // Every extent known at compile time; the number of dyn extents.
+  static constexpr bool is_static = ((Axes::extent != dyn) && ...);
+  static constexpr std::size_t dynamic_count = ((Axes::extent == dyn ? 1 : 0) + ... + 0);
+  // dyn when an extent is.
+  static constexpr std::size_t size = is_static ? (std::size_t{1} * ... * (Axes::extent == dyn ? 1 : Axes::extent)) : dyn;
+  // Evaluation walks a tensor row by row: `cols` is the extent of the last axis (dyn when it is), `rows`
+  // the product of all the others (1 for rank 0 and 1; dyn when one of them is).
   static constexpr std::size_t cols = rank == 0 ? 1 : extents[rank == 0 ? 0 : rank - 1];
-  static constexpr std::size_t rows = size / cols;
+  static constexpr std::size_t rows = !is_static ? dyn : cols == 0 ? 0 : size / cols;
   template <std::size_t I>
   using axis_t = std::tuple_element_t<I, std::tuple<Axes...>>;
   template <std::size_t I>
@@ -121,10 +127,14 @@ struct aligned_axis<S, R, I, false> {
 // Axis I of S when S is right-aligned in a rank-R shape (an absent axis of extent 1 in front).
 template <class S, std::size_t R, std::size_t I>
 using aligned_axis_t = typename aligned_axis<S, R, I>::type;
+// A dyn extent stretches only from a compile-time 1 (or a missing axis); against a compile-time extent
+// N it must be N at run time, and the result's extent is N.
 template <class X, class Y>
 struct broadcast_axis {
-  static constexpr bool x_wins = X::extent != 1 || Y::extent == 1;
-  using name = std::conditional_t<(X::extent == Y::extent), unified_name_t<typename X::name, typename Y::name>,
+  static constexpr bool may_equal = X::extent == Y::extent || X::extent == dyn || Y::extent == dyn;
+  static constexpr bool x_wins = (X::extent != 1 || Y::extent == 1) && !(X::extent == dyn && Y::extent != 1);
+  using name = std::conditional_t<(may_equal && X::extent != 1 && Y::extent != 1) || X::extent == Y::extent,
+                                  unified_name_t<typename X::name, typename Y::name>,
                                   std::conditional_t<x_wins, typename X::name, typename Y::name>>;
   using type = axis<name, (x_wins ? X::extent : Y::extent)>;
 };
@@ -140,6 +150,39 @@ struct broadcast_shape<A, B, std::index_sequence<I...>> {
 template <class A, class B>
 using broadcast_shape_t =
     typename detail::broadcast_shape<A, B, std::make_index_sequence<(A::rank > B::rank ? A::rank : B::rank)>>::type;
+
+// ---- run-time extents ------------------------------------------------------------------------
+// The extents of an expression at run time: S::extents when S is static, else what the expression holds.
+template <std::size_t R>
+using dims_t = std::array<std::size_t, R>;
+
+template <std::size_t R>
+constexpr std::size_t dims_size(const dims_t<R>& d) noexcept {
+  std::size_t n = 1;
+  for (std::size_t e : d) n *= e;
+  return n;
+}
+template <std::size_t R>
+constexpr std::size_t dims_cols(const dims_t<R>& d) noexcept {
+  if constexpr (R == 0) {
+    return 1;
+  } else {
+    return d[R - 1];
+  }
+}
+template <std::size_t R>
+constexpr std::size_t dims_rows(const dims_t<R>& d) noexcept {
+  std::size_t n = 1;
+  for (std::size_t k = 0; k + 1 < R; ++k) n *= d[k];
+  return n;
+}
+// Extents of S filled in from the run-time `given` ones where S has dyn (given must match S elsewhere).
+template <class S>
+constexpr bool dims_match(const dims_t<S::rank>& d) noexcept {
+  for (std::size_t k = 0; k < S::rank; ++k)
+    if (S::extents[k] != dyn && S::extents[k] != d[k]) return false;
+  return true;
+}
 
 // Equal ranks and extents (names aside).
 template <class A, class B>
@@ -172,18 +215,32 @@ constexpr std::string_view name_of() {
 #endif
 }
 
-template <class S>
-std::string shape_string() {
+namespace detail {
+// "[name=extent, ...]" with extent(k) the text of axis k's extent.
+template <class S, class F>
+std::string shape_text(F&& extent) {
   std::string out = "[";
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((out += (I ? ", " : ""),
       out += std::is_same_v<typename S::template axis_t<I>::name, anon>
                  ? std::string()
                  : std::string(name_of<typename S::template axis_t<I>::name>()) + "=",
-      out += std::to_string(S::template axis_t<I>::extent)),
+      out += extent(I)),
      ...);
   }(std::make_index_sequence<S::rank>{});
   return out + "]";
+}
+}  // namespace detail
+
+template <class S>
+std::string shape_string() {
+  return detail::shape_text<S>([](std::size_t k) { return S::extents[k] == dyn ? std::string("dyn") : std::to_string(S::extents[k]); });
+}
+
+// The same with the run-time extents d ("[seq=37, d_model=4]").
+template <class S>
+std::string shape_string(const dims_t<S::rank>& d) {
+  return detail::shape_text<S>([&](std::size_t k) { return std::to_string(d[k]); });
 }
 
 }  // namespace attnx

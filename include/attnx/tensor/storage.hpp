@@ -16,6 +16,7 @@
 
 #include "attnx/config.hpp"
 #include "attnx/exec/memory.hpp"
+#include "attnx/shape/axis.hpp"
 
 namespace attnx {
 
@@ -25,7 +26,10 @@ struct uninitialized_t {
 };
 inline constexpr uninitialized_t uninitialized{};
 
-template <class T, std::size_t N, bool Inline = (N * sizeof(T) <= inline_bytes)>
+// storage<T, N>: N elements (N known at compile time); storage<T, dyn>: a run-time count, on the heap.
+// Every storage also takes the count at run time (ignored when N is static), so that code written for
+// both kinds can say storage<T, N> buf(uninitialized, n).
+template <class T, std::size_t N, bool Inline = (N != dyn && N * sizeof(T) <= inline_bytes)>
 class storage;
 
 template <class T, std::size_t N>
@@ -33,6 +37,9 @@ class storage<T, N, true> {
  public:
   constexpr storage() = default;
   constexpr explicit storage(uninitialized_t) {}
+  constexpr storage(uninitialized_t, std::size_t) {}
+  constexpr explicit storage(std::size_t) {}
+  static constexpr std::size_t size() noexcept { return N; }
   constexpr T* data() noexcept { return a_.data(); }
   constexpr const T* data() const noexcept { return a_.data(); }
   static constexpr bool on_heap = false;
@@ -49,6 +56,9 @@ class storage<T, N, false> {
     std::fill_n(p_, N, T{});
   }
   constexpr explicit storage(uninitialized_t) : p_(allocate()) {}
+  constexpr storage(uninitialized_t, std::size_t) : p_(allocate()) {}
+  constexpr explicit storage(std::size_t) : storage() {}
+  static constexpr std::size_t size() noexcept { return N; }
   constexpr storage(const storage& o) : p_(allocate()) { std::copy_n(o.p_, N, p_); }
   constexpr storage(storage&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
   constexpr storage& operator=(const storage& o) {
@@ -88,6 +98,64 @@ class storage<T, N, false> {
     p_ = nullptr;
   }
   T* p_;
+};
+
+// A run-time count of elements on the heap (zero elements: no allocation).
+template <class T>
+class storage<T, dyn, false> {
+ public:
+  constexpr storage() noexcept = default;
+  constexpr storage(uninitialized_t, std::size_t n) : p_(allocate(n)), n_(n) {}
+  constexpr explicit storage(std::size_t n) : storage(uninitialized, n) {
+    if (std::is_constant_evaluated()) return;  // allocate() value-initialised already
+    std::fill_n(p_, n_, T{});
+  }
+  constexpr storage(const storage& o) : p_(allocate(o.n_)), n_(o.n_) { std::copy_n(o.p_, n_, p_); }
+  constexpr storage(storage&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  constexpr storage& operator=(const storage& o) {
+    if (this != &o) {
+      if (n_ != o.n_) {
+        release();
+        p_ = allocate(o.n_);
+        n_ = o.n_;
+      }
+      std::copy_n(o.p_, n_, p_);
+    }
+    return *this;
+  }
+  constexpr storage& operator=(storage&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  constexpr ~storage() { release(); }
+  constexpr T* data() noexcept { return p_; }
+  constexpr const T* data() const noexcept { return p_; }
+  constexpr std::size_t size() const noexcept { return n_; }
+  static constexpr bool on_heap = true;
+
+ private:
+  static constexpr T* allocate(std::size_t n) {
+    if (n == 0) return nullptr;
+    if (std::is_constant_evaluated()) {
+      T* p = std::allocator<T>{}.allocate(n);
+      for (std::size_t i = 0; i < n; ++i) std::construct_at(p + i);
+      return p;
+    }
+    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+    return static_cast<T*>(exec::allocate_bytes(n * sizeof(T)));
+  }
+  constexpr void release() {
+    if (!p_) return;
+    if (std::is_constant_evaluated()) {
+      std::allocator<T>{}.deallocate(p_, n_);
+    } else {
+      exec::release_bytes(p_, n_ * sizeof(T));
+    }
+    p_ = nullptr;
+  }
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
 };
 
 }  // namespace attnx

@@ -44,8 +44,11 @@ constexpr std::array<std::size_t, Shape::rank> row_major_strides() {
   return s;
 }
 
-// The assignment rule: the source's shape must be the target's (names unify, extents equal).
-// Returns the first offending axis, or rank if none.
+// Two extents that may be equal: equal, or one of them known at run time only.
+constexpr bool extents_may_equal(std::size_t a, std::size_t b) noexcept { return a == b || a == dyn || b == dyn; }
+
+// The assignment rule: the source's shape must be the target's (names unify, extents equal; a dyn extent
+// is checked at run time). Returns the first offending axis, or rank if none.
 template <class Target, class Source>
 constexpr std::size_t first_assignment_mismatch() {
   if constexpr (Target::rank != Source::rank) {
@@ -54,7 +57,7 @@ constexpr std::size_t first_assignment_mismatch() {
     std::size_t bad = Target::rank;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((bad == Target::rank &&
-                (Target::template extent<I> != Source::template extent<I> ||
+                (!extents_may_equal(Target::template extent<I>, Source::template extent<I>) ||
                  !names_unify_v<typename Target::template axis_t<I>::name, typename Source::template axis_t<I>::name>)
             ? (bad = I, 0)
             : 0),
@@ -63,10 +66,85 @@ constexpr std::size_t first_assignment_mismatch() {
     return bad;
   }
 }
+
+// The run-time half of the assignment rule: extents `source` written into a target of shape Target with
+// extents `target` (Target's static extents where it has them).
+template <class Target>
+constexpr void check_assignment_dims(const dims_t<Target::rank>& target, const dims_t<Target::rank>& source,
+                                     const char* what = "assignment") {
+  for (std::size_t k = 0; k < Target::rank; ++k)
+    if (target[k] != source[k])
+      throw_extent_error(std::string(what) + ": the expression's extents differ from the target's on axis " + std::to_string(k) +
+                             " (target " + shape_string<Target>(target) + ")",
+                         "target_extent", target[k], "source_extent", source[k]);
+}
+
+// The static constants of a tensor or view whose shape is static (size, extents, strides); a shape with a
+// dyn extent has none: its extents are read with dims(), its element count with numel().
+template <class Shape, bool Static = Shape::is_static>
+struct static_layout {
+  static constexpr std::size_t size = Shape::size;
+  static constexpr std::array<std::size_t, Shape::rank> extents = Shape::extents;
+  static constexpr std::array<std::size_t, Shape::rank> strides = row_major_strides<Shape>();
+};
+template <class Shape>
+struct static_layout<Shape, false> {};
+
+// The run-time extents a tensor or view keeps when its shape has a dyn extent (nothing otherwise).
+template <class Shape, bool Static = Shape::is_static>
+struct held_dims {
+  constexpr held_dims() noexcept = default;
+  constexpr explicit held_dims(const dims_t<Shape::rank>&) noexcept {}
+  static constexpr dims_t<Shape::rank> get() noexcept { return Shape::extents; }
+  constexpr void set(const dims_t<Shape::rank>&) noexcept {}
+};
+template <class Shape>
+struct held_dims<Shape, false> {
+  constexpr held_dims() noexcept {
+    for (std::size_t k = 0; k < Shape::rank; ++k) d[k] = Shape::extents[k] == dyn ? 0 : Shape::extents[k];
+  }
+  constexpr explicit held_dims(const dims_t<Shape::rank>& x) noexcept : d(x) {}
+  constexpr dims_t<Shape::rank> get() const noexcept { return d; }
+  constexpr void set(const dims_t<Shape::rank>& x) noexcept { d = x; }
+  dims_t<Shape::rank> d{};
+};
+
+// Full extents from the run-time values given for a shape's dyn axes (or for all its axes); a value given
+// for a static axis must be that axis's extent.
+template <class Shape, class... I>
+constexpr dims_t<Shape::rank> dims_from(const char* what, I... given) {
+  static_assert(sizeof...(I) == Shape::dynamic_count || sizeof...(I) == Shape::rank,
+                "attnx: give one run-time extent per dyn axis (or one per axis)");
+  const std::size_t g[sizeof...(I) + 1] = {static_cast<std::size_t>(given)..., 0};
+  dims_t<Shape::rank> d{};
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < Shape::rank; ++k) {
+    if constexpr (sizeof...(I) == Shape::rank && Shape::dynamic_count != Shape::rank) {
+      d[k] = g[k];
+      if (Shape::extents[k] != dyn && g[k] != Shape::extents[k])
+        throw_extent_error(std::string(what) + ": an extent given for a static axis differs from it (axis " + std::to_string(k) +
+                               " of " + shape_string<Shape>() + ")",
+                           "static_extent", Shape::extents[k], "given_extent", g[k]);
+    } else {
+      d[k] = Shape::extents[k] == dyn ? g[next++] : Shape::extents[k];
+    }
+  }
+  ((static_cast<long long>(given) < 0 ? throw extent_error(std::string("attnx: ") + what + ": a negative extent") : void()), ...);
+  return d;
+}
+
+// Row-major offset of (i...) in extents d.
+template <std::size_t R, class... I>
+constexpr std::size_t row_major_offset(const dims_t<R>& d, I... i) noexcept {
+  std::size_t off = 0, k = 0;
+  ((off = off * d[k++] + static_cast<std::size_t>(i)), ...);
+  return off;
+}
 }  // namespace detail
 
 // Checks, at compile time, that an expression of shape Source may be written into Target. Quiet: the
-// expression already failed a rule (reported where it happened). Returns whether the rule holds.
+// expression already failed a rule (reported where it happened). Returns whether the rule holds (a dyn
+// extent on either side is checked at run time, detail::check_assignment_dims).
 template <class Target, class Source, bool Quiet = false>
 constexpr bool check_assignment() {
   static_assert(Quiet || Target::rank == Source::rank ||
@@ -79,12 +157,13 @@ constexpr bool check_assignment() {
     if constexpr (Target::rank > 0) {
       using TA = typename Target::template axis_t<j>;
       using SA = typename Source::template axis_t<j>;
-      static_assert(Quiet || i == Target::rank || TA::extent == SA::extent ||
+      constexpr bool extents_ok = detail::extents_may_equal(TA::extent, SA::extent);
+      static_assert(Quiet || i == Target::rank || extents_ok ||
                         error::holds<error::assignment_extents_differ<error::axis_index<j>, error::target_extent<TA::extent>,
                                                                       error::source_extent<SA::extent>,
                                                                       error::target_shape_of<Target>, error::source_shape_of<Source>>>,
                     "attnx: assignment: the expression's extents differ from the target's");
-      static_assert(Quiet || i == Target::rank || TA::extent != SA::extent ||
+      static_assert(Quiet || i == Target::rank || !extents_ok ||
                         error::holds<error::assignment_axes_differ<error::axis_index<j>, error::target_axis<typename TA::name>,
                                                                    error::source_axis<typename SA::name>>>,
                     "attnx: assignment: the expression's axis names differ from the target's");
@@ -122,28 +201,45 @@ constexpr bool check_assignable() {
 template <class T, class E>
 constexpr void assign_into(T* dst, const E& e);
 
+// An owning tensor. With a static shape the elements live inside the object up to inline_bytes (a
+// literal type: constexpr variables), beyond that on the heap. With a dyn extent they live on the heap and
+// the tensor keeps its run-time extents: tensor<float, dyn, 64> x(37) is 37 x 64 zeros; assigning an
+// expression takes the expression's extents on the dyn axes.
 template <class T, class Shape>
-class basic_tensor : public expression_tag {
+class basic_tensor : public expression_tag, public detail::static_layout<Shape> {
   static_assert(is_shape_v<Shape>, "attnx: basic_tensor<T, Shape> needs an attnx::shape");
   static_assert(std::is_arithmetic_v<T>, "attnx: tensor elements must be arithmetic (float, double, bool, ...)");
+  static constexpr bool dynamic = !Shape::is_static;
+  using store_t = storage<T, (dynamic ? dyn : Shape::size)>;
 
  public:
   using value_type = T;
   using shape_type = Shape;
   static constexpr std::size_t rank = Shape::rank;
-  static constexpr std::size_t size = Shape::size;
-  static constexpr std::array<std::size_t, rank> extents = Shape::extents;
-  static constexpr std::array<std::size_t, rank> strides = detail::row_major_strides<Shape>();
 
-  // Zero-filled.
+  // Zero-filled (a dyn axis has extent 0 until the tensor is given extents or assigned).
   constexpr basic_tensor() = default;
-  constexpr explicit basic_tensor(uninitialized_t) : s_(uninitialized) {}
+  constexpr explicit basic_tensor(uninitialized_t)
+    requires(!dynamic)
+      : s_(uninitialized) {}
 
-  // Nested braces, one level per axis: tensor<double, 2, 3> a{{1, 2, 3}, {4, 5, 6}};
-  // A wrong count throws std::invalid_argument (a compile error in a constant expression).
+  // tensor<float, dyn, 64> x(37): zero-filled, one run-time extent per dyn axis (or one per axis).
+  template <std::integral... I>
+    requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
+  constexpr explicit basic_tensor(I... e) : basic_tensor(uninitialized, e...) {
+    std::fill_n(data(), numel(), T{});
+  }
+  template <std::integral... I>
+    requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
+  constexpr basic_tensor(uninitialized_t, I... e) : basic_tensor(detail::dims_from<Shape>("tensor", e...), uninitialized) {}
+  // The same with the extents as an array (all axes).
+  constexpr basic_tensor(const dims_t<rank>& d, uninitialized_t) : dims_(checked(d)), s_(uninitialized, detail_size(d)) {}
+
+  // Nested braces, one level per axis: tensor<double, 2, 3> a{{1, 2, 3}, {4, 5, 6}}; a dyn axis takes
+  // the braces' count. A wrong count throws std::invalid_argument (a compile error in a constant expression).
   constexpr basic_tensor(typename detail::nested_list<T, rank>::type init)
     requires(rank >= 1)
-      : s_(uninitialized) {
+      : dims_(nested_dims(init)), s_(uninitialized, numel()) {
     std::size_t pos = 0;
     fill_nested<0>(init, pos);
   }
@@ -151,109 +247,200 @@ class basic_tensor : public expression_tag {
   // Evaluates an expression (see attnx/eval/assign.hpp).
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, basic_tensor>)
-  constexpr basic_tensor(const E& e) : s_(uninitialized) {
+  constexpr basic_tensor(const E& e) : dims_(source_dims(e)), s_(uninitialized, numel()) {
     if constexpr (check_assignable<T, Shape, E>()) assign_into(data(), e);
   }
 
-  // Evaluates into a fresh buffer first, so `a = a * b` reads the old `a` throughout.
+  // Evaluates into a fresh buffer first, so `a = a * b` reads the old `a` throughout. A dyn axis takes the
+  // expression's extent; a static one must match it.
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, basic_tensor>)
   constexpr basic_tensor& operator=(const E& e) {
     if constexpr (check_assignable<T, Shape, E>()) {
-      if (!std::is_constant_evaluated() && !reads_memory(e, data(), size)) {
+      const auto d = source_dims(e);
+      if (!std::is_constant_evaluated() && d == dims() && !reads_memory(e, data(), numel())) {
         assign_into(data(), e);
       } else {
         basic_tensor fresh(e);
-        s_ = std::move(fresh.s_);
+        *this = std::move(fresh);
       }
     }
     return *this;
   }
 
-  // Elements from a flat row-major range of exactly `size` values.
-  static constexpr basic_tensor from_flat(std::span<const T> flat) {
-    if (flat.size() != size) throw std::length_error(size_message(flat.size()));
-    basic_tensor t(uninitialized);
-    for (std::size_t i = 0; i < size; ++i) t.data()[i] = flat[i];
+  // Elements from a flat row-major range of exactly numel() values (and the dyn axes' extents).
+  template <std::integral... I>
+  static constexpr basic_tensor from_flat(std::span<const T> flat, I... e) {
+    basic_tensor t = make_uninitialized(e...);
+    if (flat.size() != t.numel()) throw std::length_error(t.size_message(flat.size()));
+    for (std::size_t i = 0; i < t.numel(); ++i) t.data()[i] = flat[i];
     return t;
   }
-  // Element (i, j, ...) = f(i, j, ...).
-  template <class F>
-  static constexpr basic_tensor generate(F&& f) {
-    basic_tensor t(uninitialized);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (std::size_t flat = 0; flat < size; ++flat) t.data()[flat] = static_cast<T>(f((flat / strides[I] % extents[I])...));
+  // Element (i, j, ...) = f(i, j, ...) (then the dyn axes' extents).
+  template <class F, std::integral... I>
+  static constexpr basic_tensor generate(F&& f, I... e) {
+    basic_tensor t = make_uninitialized(e...);
+    const auto d = t.dims();
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      dims_t<rank> st{};
+      std::size_t acc = 1;
+      for (std::size_t k = rank; k-- > 0;) {
+        st[k] = acc;
+        acc *= d[k];
+      }
+      const std::size_t n = t.numel();
+      for (std::size_t flat = 0; flat < n; ++flat) t.data()[flat] = static_cast<T>(f((flat / st[K] % d[K])...));
     }(std::make_index_sequence<rank>{});
     return t;
   }
-  static constexpr basic_tensor filled(T v) {
-    basic_tensor t(uninitialized);
-    for (std::size_t i = 0; i < size; ++i) t.data()[i] = v;
+  template <std::integral... I>
+  static constexpr basic_tensor filled(T v, I... e) {
+    basic_tensor t = make_uninitialized(e...);
+    for (std::size_t i = 0; i < t.numel(); ++i) t.data()[i] = v;
     return t;
   }
+
+  // The extents (run-time values of the dyn axes included), the element count, one extent.
+  constexpr dims_t<rank> dims() const noexcept { return dims_.get(); }
+  constexpr std::size_t numel() const noexcept {
+    if constexpr (dynamic) {
+      return detail_size(dims_.get());
+    } else {
+      return Shape::size;
+    }
+  }
+  constexpr std::size_t extent(std::size_t k) const noexcept { return dims()[k]; }
 
   template <std::integral... I>
     requires(sizeof...(I) == rank)
   constexpr T& operator()(I... i) noexcept {
-    return data()[offset(i...)];
+    return data()[detail::row_major_offset<rank>(dims(), i...)];
   }
   template <std::integral... I>
     requires(sizeof...(I) == rank)
   constexpr const T& operator()(I... i) const noexcept {
-    return data()[offset(i...)];
+    return data()[detail::row_major_offset<rank>(dims(), i...)];
   }
   // Bounds-checked access: std::out_of_range names the axis, the index and the extent.
   template <std::integral... I>
     requires(sizeof...(I) == rank)
   constexpr const T& at(I... i) const {
     check_bounds(i...);
-    return data()[offset(i...)];
+    return data()[detail::row_major_offset<rank>(dims(), i...)];
   }
   template <std::integral... I>
     requires(sizeof...(I) == rank)
   constexpr T& at(I... i) {
     check_bounds(i...);
-    return data()[offset(i...)];
+    return data()[detail::row_major_offset<rank>(dims(), i...)];
   }
 
   constexpr T* data() noexcept { return s_.data(); }
   constexpr const T* data() const noexcept { return s_.data(); }
   constexpr T* begin() noexcept { return data(); }
-  constexpr T* end() noexcept { return data() + size; }
+  constexpr T* end() noexcept { return data() + numel(); }
   constexpr const T* begin() const noexcept { return data(); }
-  constexpr const T* end() const noexcept { return data() + size; }
-  constexpr std::span<T, size> span() noexcept { return std::span<T, size>(data(), size); }
-  constexpr std::span<const T, size> span() const noexcept { return std::span<const T, size>(data(), size); }
+  constexpr const T* end() const noexcept { return data() + numel(); }
+  constexpr auto span() noexcept {
+    if constexpr (dynamic) {
+      return std::span<T>(data(), numel());
+    } else {
+      return std::span<T, Shape::size>(data(), Shape::size);
+    }
+  }
+  constexpr auto span() const noexcept {
+    if constexpr (dynamic) {
+      return std::span<const T>(data(), numel());
+    } else {
+      return std::span<const T, Shape::size>(data(), Shape::size);
+    }
+  }
 
   friend constexpr bool operator==(const basic_tensor& a, const basic_tensor& b) {
-    for (std::size_t i = 0; i < size; ++i)
+    if (a.dims() != b.dims()) return false;
+    for (std::size_t i = 0; i < a.numel(); ++i)
       if (!(a.data()[i] == b.data()[i])) return false;
     return true;
   }
 
  private:
-  template <class... I>
-  static constexpr std::size_t offset(I... i) noexcept {
-    std::size_t off = 0, k = 0;
-    ((off += static_cast<std::size_t>(i) * strides[k++]), ...);
-    return off;
+  static constexpr std::size_t detail_size(const dims_t<rank>& d) noexcept { return dims_size<rank>(d); }
+  static constexpr const dims_t<rank>& checked(const dims_t<rank>& d) {
+    if (!dims_match<Shape>(d))
+      for (std::size_t k = 0; k < rank; ++k)
+        if (Shape::extents[k] != dyn && Shape::extents[k] != d[k])
+          detail::throw_extent_error("tensor: an extent given for a static axis differs from it (axis " + std::to_string(k) +
+                                         " of " + shape_string<Shape>() + ")",
+                                     "static_extent", Shape::extents[k], "given_extent", d[k]);
+    return d;
+  }
+  template <class E>
+  static constexpr dims_t<rank> source_dims(const E& e) {
+    if constexpr (failed_v<E> || shape_of_t<E>::rank != rank) {
+      return detail::held_dims<Shape>().get();
+    } else if constexpr (shape_of_t<E>::is_static) {
+      return shape_of_t<E>::extents;  // checked at compile time
+    } else {
+      const auto d = dims_of(e);
+      if constexpr (!dynamic) {
+        detail::check_assignment_dims<Shape>(Shape::extents, d);
+      } else {
+        dims_t<rank> want = d;
+        for (std::size_t k = 0; k < rank; ++k)
+          if (Shape::extents[k] != dyn) want[k] = Shape::extents[k];
+        detail::check_assignment_dims<Shape>(want, d);
+      }
+      return d;
+    }
   }
   template <class... I>
-  static constexpr void check_bounds(I... i) {
+  static constexpr basic_tensor make_uninitialized(I... e) {
+    if constexpr (dynamic) {
+      return basic_tensor(uninitialized, e...);
+    } else {
+      static_assert(sizeof...(I) == 0, "attnx: a tensor of static shape takes no run-time extents");
+      return basic_tensor(uninitialized);
+    }
+  }
+  template <class... I>
+  constexpr void check_bounds(I... i) const {
+    const auto d = dims();
     std::size_t k = 0;
-    ((static_cast<std::size_t>(i) >= extents[k]
+    ((static_cast<std::size_t>(i) >= d[k]
           ? throw std::out_of_range("attnx: index " + std::to_string(static_cast<long long>(i)) + " is out of range on axis " +
-                                    std::to_string(k) + " of a tensor of shape " + shape_string<Shape>())
+                                    std::to_string(k) + " of a tensor of shape " + shape_string<Shape>(d))
           : void(++k)),
      ...);
   }
-  static std::string size_message(std::size_t got) {
-    return "attnx: a tensor of shape " + shape_string<Shape>() + " needs " + std::to_string(size) +
+  std::string size_message(std::size_t got) const {
+    return "attnx: a tensor of shape " + shape_string<Shape>(dims()) + " needs " + std::to_string(numel()) +
            " elements, got " + std::to_string(got);
+  }
+  // The extents the nested braces give (dyn axes from the first list at each level).
+  template <class List>
+  static constexpr detail::held_dims<Shape> nested_dims(const List& init) {
+    if constexpr (!dynamic) {
+      return {};
+    } else {
+      dims_t<rank> d{};
+      read_nested_dims<0>(init, d);
+      return detail::held_dims<Shape>(d);
+    }
+  }
+  template <std::size_t Level, class List>
+  static constexpr void read_nested_dims(const List& list, dims_t<rank>& d) {
+    d[Level] = Shape::extents[Level] == dyn ? list.size() : Shape::extents[Level];
+    if constexpr (Level + 1 < rank) {
+      if (list.size() > 0) {
+        read_nested_dims<Level + 1>(*list.begin(), d);
+      } else {
+        for (std::size_t k = Level + 1; k < rank; ++k) d[k] = Shape::extents[k] == dyn ? 0 : Shape::extents[k];
+      }
+    }
   }
   template <std::size_t Level, class List>
   constexpr void fill_nested(const List& list, std::size_t& pos) {
-    if (list.size() != extents[Level])
+    if (list.size() != dims()[Level])
       throw std::invalid_argument("attnx: an initializer list has the wrong number of elements for its axis");
     for (const auto& item : list) {
       if constexpr (Level + 1 == rank) {
@@ -264,7 +451,8 @@ class basic_tensor : public expression_tag {
     }
   }
 
-  storage<T, size> s_;
+  [[no_unique_address]] detail::held_dims<Shape> dims_;
+  store_t s_;
 };
 
 // tensor<float, 3, 4>, tensor<float, seq<3>, d_model<4>>: the shape written as extents.

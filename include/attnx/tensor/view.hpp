@@ -1,7 +1,7 @@
-// attnx: basic_view, a static shape over memory the user owns (row-major, contiguous).
+// attnx: basic_view, a shape over memory the user owns (row-major, contiguous).
 //
-// The shape is static, the memory is not: construction checks the element count at run time and
-// throws std::length_error naming the shape and both counts. A view is a pointer: copying it is
+// Construction checks the element count at run time and throws std::length_error naming the shape and
+// both counts. A dyn axis takes its extent at construction (view<const float, dyn, 64>(p, L)). A view is a pointer: copying it is
 // free, and it never owns. basic_view<const float, S> reads; basic_view<float, S> can also be
 // assigned an expression.
 #pragma once
@@ -21,43 +21,67 @@
 namespace attnx {
 
 template <class T, class Shape>
-class basic_view : public expression_tag {
+class basic_view : public expression_tag, public detail::static_layout<Shape> {
   using element = std::remove_const_t<T>;
   static_assert(is_shape_v<Shape>, "attnx: basic_view<T, Shape> needs an attnx::shape");
+  static constexpr bool dynamic = !Shape::is_static;
 
  public:
   using value_type = element;
   using shape_type = Shape;
   static constexpr std::size_t rank = Shape::rank;
-  static constexpr std::size_t size = Shape::size;
-  static constexpr std::array<std::size_t, rank> extents = Shape::extents;
 
-  constexpr basic_view(T* data, std::size_t count) : p_(data) {
+  // A static shape over `count` elements (count must be the shape's size).
+  constexpr basic_view(T* data, std::size_t count)
+    requires(!dynamic)
+      : p_(data) {
     if (data == nullptr) throw std::invalid_argument("attnx: a view of shape " + shape_string<Shape>() + " over a null pointer");
-    if (count != size) throw std::length_error(size_message(count));
+    if (count != Shape::size) throw std::length_error(size_message(count));
   }
-  constexpr explicit basic_view(std::span<T> s) : basic_view(s.data(), s.size()) {}
-  // Any contiguous range of the right element type (std::vector, std::array, ...), size checked.
+  // A shape with dyn axes over a pointer and their run-time extents (one per dyn axis, or one per axis):
+  // view<const float, dyn, dyn, 64>(p, batch, length).
+  template <std::integral... I>
+    requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
+  constexpr basic_view(T* data, I... e) : p_(data), dims_(detail::dims_from<Shape>("view", e...)) {
+    if (data == nullptr && numel() > 0)
+      throw std::invalid_argument("attnx: a view of shape " + shape_string<Shape>(dims()) + " over a null pointer");
+  }
+  constexpr explicit basic_view(std::span<T> s)
+    requires(!dynamic)
+      : basic_view(s.data(), s.size()) {}
+  // Any contiguous range of the right element type (std::vector, std::array, ...), size checked. With one
+  // dyn axis its extent is the range's size divided by the other extents' product (which must divide it).
   // (std::data and std::size: <ranges> would cost every program that includes attnx a tenth of a second.)
   template <class R>
     requires requires(R& r) {
       { std::data(r) } -> std::convertible_to<T*>;
       { std::size(r) } -> std::convertible_to<std::size_t>;
     } &&
-             (!std::same_as<std::remove_cvref_t<R>, basic_view>) && (!is_tensor_v<R>)
-  constexpr explicit basic_view(R&& r) : basic_view(std::data(r), std::size(r)) {}
+             (!std::same_as<std::remove_cvref_t<R>, basic_view>) && (!is_tensor_v<R>) && (!expression<R>) &&
+             (!dynamic || Shape::dynamic_count == 1)
+  constexpr explicit basic_view(R&& r) : basic_view(from_range(std::data(r), std::size(r))) {}
+  // A range and the dyn axes' extents: the range's size must be the shape's element count.
+  template <class R, std::integral... I>
+    requires requires(R& r) {
+      { std::data(r) } -> std::convertible_to<T*>;
+      { std::size(r) } -> std::convertible_to<std::size_t>;
+    } && dynamic && (!expression<R>) && (sizeof...(I) >= 1)
+  constexpr basic_view(R&& r, I... e) : basic_view(std::data(r), e...) {
+    if (std::size(r) != numel()) throw std::length_error(size_message(std::size(r)));
+  }
   template <std::size_t N>
-    requires(N != std::dynamic_extent)
+    requires(N != std::dynamic_extent && !dynamic)
   constexpr basic_view(std::span<T, N> s) noexcept : p_(s.data()) {
-    static_assert(N == size, "attnx: view: the span's static extent differs from the shape's element count");
+    static_assert(N == Shape::size, "attnx: view: the span's static extent differs from the shape's element count");
   }
   // A view of a whole tensor of the same shape.
   constexpr basic_view(std::conditional_t<std::is_const_v<T>, const basic_tensor<element, Shape>&,
                                           basic_tensor<element, Shape>&> t) noexcept
-      : p_(t.data()) {}
+      : p_(t.data()), dims_(t.dims()) {}
   // A tensor of another shape or element type: one error naming the rule and both shapes (or both
   // element types), instead of a list of candidate constructors. A tensor whose axes differ only in
-  // names that unify (an unnamed axis takes any name) is viewed as usual.
+  // names that unify (an unnamed axis takes any name), or in a dyn extent on either side (checked at run
+  // time), is viewed as usual: view<const float, dyn, 64> of a tensor<float, 37, 64>.
   template <class Tn>
     requires(is_tensor_v<Tn> && !std::is_same_v<std::remove_cvref_t<Tn>, basic_tensor<element, Shape>> &&
              (std::is_const_v<T> || !std::is_const_v<std::remove_reference_t<Tn>>))
@@ -74,36 +98,58 @@ class basic_view : public expression_tag {
                       error::holds<error::view_element_type_differs_from_tensor<error::target_element_type<element>,
                                                                                 error::source_element_type<U>>>,
                   "attnx: view: the tensor's element type differs from the view's (attnx converts nothing silently)");
-    if constexpr (shape_ok && type_ok) p_ = t.data();
+    if constexpr (shape_ok && type_ok) {
+      adopt<S2>(t.data(), t.dims());
+    }
   }
-  // A writable view converts to a read-only one.
-  template <class U>
-    requires(std::is_const_v<T> && std::same_as<U, element>)
-  constexpr basic_view(const basic_view<U, Shape>& v) noexcept : p_(v.data()) {}
+  // A writable view converts to a read-only one, and a view to one of a compatible shape (static extents
+  // to dyn ones; dyn to static, checked at run time).
+  template <class U, class S2>
+    requires((std::is_const_v<T> || !std::is_const_v<U>) && std::same_as<std::remove_const_t<U>, element> &&
+             (!std::is_same_v<basic_view<U, S2>, basic_view>) && S2::rank == Shape::rank &&
+             (detail::first_assignment_mismatch<Shape, S2>() == Shape::rank))
+  constexpr basic_view(const basic_view<U, S2>& v) : p_(nullptr) {
+    adopt<S2>(v.data(), v.dims());
+  }
 
   constexpr T* data() const noexcept { return p_; }
-  constexpr std::span<T, size> span() const noexcept { return std::span<T, size>(p_, size); }
+  constexpr dims_t<rank> dims() const noexcept { return dims_.get(); }
+  constexpr std::size_t numel() const noexcept {
+    if constexpr (dynamic) {
+      return dims_size<rank>(dims_.get());
+    } else {
+      return Shape::size;
+    }
+  }
+  constexpr std::size_t extent(std::size_t k) const noexcept { return dims()[k]; }
+  constexpr auto span() const noexcept {
+    if constexpr (dynamic) {
+      return std::span<T>(p_, numel());
+    } else {
+      return std::span<T, Shape::size>(p_, Shape::size);
+    }
+  }
 
   template <std::integral... I>
     requires(sizeof...(I) == rank)
   constexpr T& operator()(I... i) const noexcept {
-    std::size_t off = 0, k = 0;
-    ((off = off * extents[k++] + static_cast<std::size_t>(i)), ...);
-    return p_[off];
+    return p_[detail::row_major_offset<rank>(dims(), i...)];
   }
 
   // Writes an expression into the user's memory. The expression is evaluated into a fresh buffer
-  // first when it reads memory the view covers, so aliasing never corrupts the result.
+  // first when it reads memory the view covers, so aliasing never corrupts the result. A dyn extent of the
+  // expression must equal the view's (a view never resizes).
   template <expression E>
   constexpr const basic_view& operator=(const E& e) const
     requires(!std::is_const_v<T>)
   {
     if constexpr (check_assignable<element, Shape, E>()) {
-      if (!std::is_constant_evaluated() && !reads_memory(e, p_, size)) {
+      if constexpr (dynamic || !shape_of_t<E>::is_static) detail::check_assignment_dims<Shape>(dims(), dims_of(e));
+      if (!std::is_constant_evaluated() && !reads_memory(e, p_, numel())) {
         assign_into(p_, e);
       } else {
         basic_tensor<element, Shape> fresh(e);
-        for (std::size_t i = 0; i < size; ++i) p_[i] = fresh.data()[i];
+        for (std::size_t i = 0; i < numel(); ++i) p_[i] = fresh.data()[i];
       }
     }
     return *this;
@@ -120,11 +166,37 @@ class basic_view : public expression_tag {
   }
 
  private:
-  static std::string size_message(std::size_t got) {
-    return "attnx: a view of shape " + shape_string<Shape>() + " needs " + std::to_string(size) + " elements, got " +
+  template <class S2>
+  constexpr void adopt(T* p, const dims_t<rank>& d) {
+    if constexpr (!dynamic && !S2::is_static) detail::check_assignment_dims<Shape>(Shape::extents, d, "view");
+    if constexpr (dynamic) {
+      dims_t<rank> want = d;
+      for (std::size_t k = 0; k < rank; ++k)
+        if (Shape::extents[k] != dyn) want[k] = Shape::extents[k];
+      detail::check_assignment_dims<Shape>(want, d, "view");
+      dims_.set(d);
+    }
+    p_ = p;
+  }
+  static constexpr basic_view from_range(T* data, std::size_t count) {
+    if constexpr (!dynamic) {
+      return basic_view(data, count);
+    } else {
+      std::size_t known = 1;
+      for (std::size_t e : Shape::extents)
+        if (e != dyn) known *= e;
+      if (known == 0 || count % known != 0)
+        throw std::length_error("attnx: a view of shape " + shape_string<Shape>() + " needs a multiple of " +
+                                std::to_string(known) + " elements, got " + std::to_string(count));
+      return basic_view(data, count / known);
+    }
+  }
+  std::string size_message(std::size_t got) const {
+    return "attnx: a view of shape " + shape_string<Shape>(dims()) + " needs " + std::to_string(numel()) + " elements, got " +
            std::to_string(got);
   }
   T* p_;
+  [[no_unique_address]] detail::held_dims<Shape> dims_;
 };
 
 // view<const float, 128, 64>: the shape written as extents, as for tensor.
