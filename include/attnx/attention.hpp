@@ -25,10 +25,11 @@ constexpr bool check_attention_values() {
   if constexpr (SK::rank >= 2 && SV::rank >= 2) {
     constexpr std::size_t lk = SK::extents[SK::rank - 2];
     constexpr std::size_t rows = SV::extents[SV::rank - 2];
-    static_assert(Quiet || rows == lk ||
+    constexpr bool ok = rows == lk || rows == dyn || lk == dyn;  // a dyn one: checked at run time
+    static_assert(Quiet || ok ||
                       error::holds<error::attention_value_rows_differ_from_keys<error::value_rows<rows>, error::L_k<lk>>>,
                   "attnx: attention: V must have one row per key (V's row count must equal L_k, the row count of K)");
-    return rows == lk;
+    return ok;
   } else {
     return true;  // a rank below 2 is the matmul rule's to report
   }
@@ -39,7 +40,7 @@ constexpr bool check_attention_values() {
 template <expression Q, expression K>
 constexpr auto scaled_scores(Q&& q, K&& k) {
   using T = value_t<Q>;
-  constexpr std::size_t dk = shape_of_t<Q>::cols;
+  const std::size_t dk = dims_cols(dims_of(q));  // d_k may be dyn
   return scale(std::forward<Q>(q) * transpose(std::forward<K>(k)), T(1) / math::sqrt(static_cast<T>(dk)));
 }
 template <class Q, class K>
@@ -71,8 +72,16 @@ constexpr auto attention_weights(Q&&, K&&, Masks&&...) {
 
 template <expression Q, expression K, expression V, class... Masks>
 constexpr auto attention(Q&& q, K&& k, V&& v, Masks&&... masks) {
+  using SK = shape_of_t<K>;
+  using SV = shape_of_t<V>;
   constexpr bool quiet = any_failed_v<K, V>;
-  constexpr bool values_ok = rules::check_attention_values<shape_of_t<K>, shape_of_t<V>, quiet>();
+  constexpr bool values_ok = rules::check_attention_values<SK, SV, quiet>();
+  if constexpr (values_ok && !quiet && SK::rank >= 2 && SV::rank >= 2 && (!SK::is_static || !SV::is_static)) {
+    const std::size_t rows = dims_of(v)[SV::rank - 2], lk = dims_of(k)[SK::rank - 2];
+    if (rows != lk)
+      detail::throw_extent_error("attention: V must have one row per key (V's row count must equal L_k, the row count of K)",
+                                 "value_rows", rows, "L_k", lk);
+  }
   return detail::make_matmul<!values_ok>(attention_weights(std::forward<Q>(q), std::forward<K>(k), std::forward<Masks>(masks)...),
                                          std::forward<V>(v));
 }

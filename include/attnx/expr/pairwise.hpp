@@ -261,6 +261,13 @@ class pairwise_expr : public expression_tag {
   // The feature extent d (the length of the vectors f compares).
   static constexpr std::size_t features = shape_of_t<Q>::cols;
   constexpr pairwise_expr(Q q, K k, F f) : q_(std::move(q)), k_(std::move(k)), f_(std::move(f)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto q = dims_of(q_);
+    dims_t<shape_type::rank> out{};
+    for (std::size_t a = 0; a + 1 < shape_type::rank; ++a) out[a] = q[a];
+    out[shape_type::rank - 1] = dims_of(k_)[shape_of_t<K>::rank - 2];
+    return out;
+  }
   constexpr const Q& queries() const noexcept { return q_; }
   constexpr const K& keys() const noexcept { return k_; }
   constexpr const F& similarity() const noexcept { return f_; }
@@ -289,7 +296,7 @@ constexpr bool check_pairwise() {
   if constexpr (ranks_ok) {
     using QF = typename SQ::template axis_t<SQ::rank - 1>;
     using KF = typename SK::template axis_t<SK::rank - 1>;
-    constexpr bool extents_ok = QF::extent == KF::extent;
+    constexpr bool extents_ok = QF::extent == KF::extent || QF::extent == dyn || KF::extent == dyn;
     constexpr bool names_ok = names_unify_v<typename QF::name, typename KF::name>;
     static_assert(Quiet || extents_ok ||
                       error::holds<error::pairwise_feature_extents_differ<error::query_features<QF::extent>,
@@ -314,8 +321,8 @@ constexpr bool check_pairwise() {
           ((bad == nbatch && [&] {
              using X = typename SQ::template axis_t<I>;
              using Y = typename SK::template axis_t<I>;
-             return names ? (X::extent == Y::extent && !names_unify_v<typename X::name, typename Y::name>)
-                          : X::extent != Y::extent;
+             constexpr bool may_equal = X::extent == Y::extent || X::extent == dyn || Y::extent == dyn;
+             return names ? (may_equal && !names_unify_v<typename X::name, typename Y::name>) : !may_equal;
            }() ? (bad = I, 0) : 0),
            ...);
         }(std::make_index_sequence<nbatch>{});
@@ -364,6 +371,19 @@ constexpr bool check_additive() {
                 "attnx: additive_scores: w must have one element per hidden unit (the column count of W1 and W2)");
   return h1 == h2 && W::size == h1;
 }
+// The run-time half, where an extent is dyn: the feature extents, then the batch axes of a batched K.
+template <class SQ, class SK>
+constexpr void check_pairwise_dims(const dims_t<SQ::rank>& q, const dims_t<SK::rank>& k) {
+  if (q[SQ::rank - 1] != k[SK::rank - 1])
+    detail::throw_extent_error("pairwise: the queries' and keys' feature extents differ (rows of Q and K are compared)",
+                               "query_features", q[SQ::rank - 1], "key_features", k[SK::rank - 1]);
+  if constexpr (SK::rank > 2) {
+    for (std::size_t a = 0; a + 2 < SK::rank; ++a)
+      if (q[a] != k[a])
+        detail::throw_extent_error("pairwise: the batch extents of Q and K differ on axis " + std::to_string(a),
+                                   "query_batch_extent", q[a], "key_batch_extent", k[a]);
+  }
+}
 }  // namespace rules
 
 // ---- building scores -------------------------------------------------------------------------------
@@ -381,6 +401,7 @@ constexpr auto make_pairwise(Q&& q, K&& k, F&& f) {
   if constexpr (quiet || !shapes_ok || !types_ok || !f_ok) {
     return failed_expr<T, pairwise_shape_t<SQ, SK>>{};
   } else {
+    if constexpr (!SQ::is_static || !SK::is_static) rules::check_pairwise_dims<SQ, SK>(dims_of(q), dims_of(k));
     return pairwise_expr<FD, stored_t<Q>, stored_t<K>>(store(std::forward<Q>(q)), store(std::forward<K>(k)),
                                                        std::forward<F>(f));
   }
@@ -401,7 +422,7 @@ constexpr auto dot_scores(Q&& q, K&& k, double scale) {
 }
 template <expression Q, expression K>
 constexpr auto dot_scores(Q&& q, K&& k) {
-  constexpr std::size_t d = shape_of_t<Q>::cols;
+  const std::size_t d = dims_cols(dims_of(q));  // may be dyn
   return dot_scores(std::forward<Q>(q), std::forward<K>(k), 1.0 / math::sqrt(static_cast<double>(d)));
 }
 template <expression Q, expression K>
@@ -495,18 +516,30 @@ struct evaluator<pairwise_expr<F, Q, K>> {
   using SK = shape_of_t<K>;
   using bound = detail::bound_similarity_t<F, T>;
   static constexpr bool prepares = detail::preparing_similarity<bound, T>;
-  static constexpr std::size_t D = SQ::cols;   // features of a query row
-  static constexpr std::size_t DK = SK::cols;  // features of a key row (== D when the rules hold)
-  static constexpr std::size_t Lq = detail::matrix_rows<SQ>();
-  static constexpr std::size_t Lk = detail::matrix_rows<SK>();
+  static constexpr std::size_t SD = SQ::cols;   // features of a query row (dyn: known at run time)
+  static constexpr std::size_t SDK = SK::cols;  // features of a key row (== D when the rules hold)
+  static constexpr std::size_t SLq = detail::matrix_rows<SQ>();
+  static constexpr std::size_t SLk = detail::matrix_rows<SK>();
   static constexpr bool batched_k = SK::rank > 2;
   // Q's row is read where it lies when it is already in memory, of type T, and not to be prepared.
   static constexpr bool copy_q = !(dense_terminal<Q> && std::is_same_v<value_t<Q>, T> && !prepares);
 
-  constexpr explicit evaluator(const E& e) : q(e.queries()), k(e.keys()), f(detail::bind_similarity<F, T>(e.similarity())) {
+  constexpr explicit evaluator(const E& e)
+      : q(e.queries()), k(e.keys()), f(detail::bind_similarity<F, T>(e.similarity())), D(dims_cols(dims_of(e.queries()))),
+        DK(dims_cols(dims_of(e.keys()))), Lq(matrix_rows_of<SQ>(dims_of(e.queries()))),
+        Lk(matrix_rows_of<SK>(dims_of(e.keys()))), qbuf(uninitialized, copy_q ? std::size_t(D) : 1), out(uninitialized, Lk) {
     if constexpr (prepares) {
       T* kp = k.data();
-      for (std::size_t r = 0; r < SK::rows; ++r) f.prepare(std::span<T>(kp + r * DK, DK));
+      const std::size_t krows = dims_rows(dims_of(e.keys()));
+      for (std::size_t r = 0; r < krows; ++r) f.prepare(std::span<T>(kp + r * DK, DK));
+    }
+  }
+  template <class S>
+  static constexpr std::size_t matrix_rows_of(const dims_t<S::rank>& d) {
+    if constexpr (S::rank >= 2) {
+      return d[S::rank - 2];
+    } else {
+      return 1;
     }
   }
 
@@ -540,8 +573,12 @@ struct evaluator<pairwise_expr<F, Q, K>> {
   evaluator<Q> q;
   detail::key_rows<T, K, (prepares || !std::is_same_v<value_t<K>, T>)> k;
   bound f;
-  storage<T, (copy_q ? D : 1)> qbuf{uninitialized};
-  storage<T, Lk> out{uninitialized};
+  [[no_unique_address]] extent_value<SD> D;
+  [[no_unique_address]] extent_value<SDK> DK;
+  [[no_unique_address]] extent_value<SLq> Lq;
+  [[no_unique_address]] extent_value<SLk> Lk;
+  storage<T, (copy_q ? SD : 1)> qbuf;
+  storage<T, SLk> out;
 };
 
 }  // namespace attnx

@@ -64,6 +64,13 @@ class unit_batch_expr : public expression_tag {
   using value_type = value_t<A>;
   using shape_type = shape_cat_t<shape<axis<anon, 1>>, shape_of_t<A>>;
   constexpr explicit unit_batch_expr(A a) : a_(std::move(a)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto d = dims_of(a_);
+    dims_t<shape_type::rank> out{};
+    out[0] = 1;
+    for (std::size_t k = 0; k < d.size(); ++k) out[k + 1] = d[k];
+    return out;
+  }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
@@ -77,6 +84,12 @@ class drop_unit_batch_expr : public expression_tag {
   using value_type = value_t<A>;
   using shape_type = drop_front_t<shape_of_t<A>, 1>;
   constexpr explicit drop_unit_batch_expr(A a) : a_(std::move(a)) {}
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto d = dims_of(a_);
+    dims_t<shape_type::rank> out{};
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = d[k + 1];
+    return out;
+  }
   constexpr const A& operand() const noexcept { return a_; }
   constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
@@ -298,8 +311,10 @@ class multi_head_attention {
     if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
+      check_features(x, "input");
       return attend(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
+      check_features(x, "input");
       return drop_unit_batch(attend(add_unit_batch(detail::reuse<X>(x)), add_unit_batch(detail::reuse<X>(x)),
                                     add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
     }
@@ -317,8 +332,10 @@ class multi_head_attention {
     if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
+      check_dims(x, memory);
       return attend(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
+      check_dims(x, memory);
       return drop_unit_batch(attend(add_unit_batch(std::forward<X>(x)), add_unit_batch(detail::reuse<M>(memory)),
                                     add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
     }
@@ -374,10 +391,36 @@ class multi_head_attention {
   // ---- compile-time rules on the inputs ----------------------------------------------------------
   template <class S>
   static constexpr bool rank_ok = S::rank == 2 || S::rank == 3;
+  // (A dyn extent passes here and is checked at run time: check_dims.)
   template <class S>
-  static constexpr bool features_ok = S::cols == d_model;
+  static constexpr bool features_ok = S::cols == d_model || S::cols == dyn;
   template <class SX, class SM>
-  static constexpr bool batch_ok = SX::rank != 3 || SM::rank != 3 || SM::extents[0] == SX::extents[0];
+  static constexpr bool batch_ok = SX::rank != 3 || SM::rank != 3 || SM::extents[0] == SX::extents[0] ||
+                                   SM::extents[0] == dyn || SX::extents[0] == dyn;
+  // The run-time half of the input rules, where an extent is dyn.
+  template <class X>
+  static constexpr void check_features(const X& x, const char* what) {
+    if constexpr (shape_of_t<X>::cols == dyn) {
+      const std::size_t f = dims_cols(dims_of(x));
+      if (f != d_model)
+        detail::throw_extent_error(std::string("multi_head_attention: the ") + what +
+                                       "'s feature extent (its last axis) must equal d_model",
+                                   what[0] == 'i' ? "input_features" : "memory_features", f, "d_model", d_model);
+    }
+  }
+  template <class X, class M>
+  static constexpr void check_dims(const X& x, const M& m) {
+    using SX = shape_of_t<X>;
+    using SM = shape_of_t<M>;
+    check_features(x, "input");
+    check_features(m, "memory");
+    if constexpr (SX::rank == 3 && (SX::extents[0] == dyn || SM::extents[0] == dyn)) {
+      const std::size_t bx = dims_of(x)[0], bm = dims_of(m)[0];
+      if (bx != bm)
+        detail::throw_extent_error("multi_head_attention: the memory's batch extent must equal the input's", "input_batch", bx,
+                                   "memory_batch", bm);
+    }
+  }
   template <class SX, bool Quiet = false>
   static constexpr void check_input() {
     static_assert(Quiet || rank_ok<SX> || error::holds<error::mha_input_needs_rank_2_or_3<error::input_rank<SX::rank>>>,
