@@ -143,9 +143,9 @@ void to_le_bytes(const T* src, unsigned char* dst, std::size_t n) {
     }
   }
 }
-template <class S>
-std::vector<std::size_t> extents_of() {
-  return std::vector<std::size_t>(S::extents.begin(), S::extents.end());
+template <std::size_t R>
+std::vector<std::size_t> extents_of(const dims_t<R>& d) {
+  return std::vector<std::size_t>(d.begin(), d.end());
 }
 }  // namespace detail
 
@@ -218,27 +218,25 @@ class file {
   }
 
   // The tensor `name` as an attnx tensor of type Tensor (basic_tensor<float or double, S>): the stored
-  // dtype must be Tensor's (F32 / F64) and the stored shape S's extents.
+  // dtype must be Tensor's (F32 / F64) and the stored shape S's extents; a dyn axis of S takes the stored
+  // extent (tensor<float, dyn, 64> loads any (L, 64) matrix; the rank and the static extents must match).
   template <class Tensor>
   Tensor load(std::string_view name) const {
-    Tensor t(uninitialized);
-    read_tensor<typename Tensor::value_type, typename Tensor::shape_type>(name, t.data(), false);
-    return t;
+    return load_as<Tensor>(name, false);
   }
   // A rank-2 tensor stored transposed, (cols, rows): PyTorch's nn.Linear keeps weight as (out, in),
   // where attnx multiplies x W with W of (in, out).
   template <class Tensor>
   Tensor load_transposed(std::string_view name) const {
     static_assert(Tensor::rank == 2, "attnx: safetensors: load_transposed reads a matrix");
-    Tensor t(uninitialized);
-    read_tensor<typename Tensor::value_type, typename Tensor::shape_type>(name, t.data(), true);
-    return t;
+    return load_as<Tensor>(name, true);
   }
-  // Into memory the caller owns, through a writable view.
+  // Into memory the caller owns, through a writable view (its extents, dyn ones included, must be the
+  // stored ones).
   template <class T, class S>
   void load_into(std::string_view name, const basic_view<T, S>& v) const {
     static_assert(!std::is_const_v<T>, "attnx: safetensors: load_into needs a writable view");
-    read_tensor<T, S>(name, v.data(), false);
+    read_tensor<T, S>(name, v.data(), false, v.dims());
   }
 
  private:
@@ -337,8 +335,28 @@ class file {
     }
   }
 
+  template <class Tensor>
+  Tensor load_as(std::string_view name, bool transposed) const {
+    using S = typename Tensor::shape_type;
+    if constexpr (S::is_static) {
+      Tensor t(uninitialized);
+      read_tensor<typename Tensor::value_type, S>(name, t.data(), transposed, S::extents);
+      return t;
+    } else {
+      // The dyn axes take the stored extents (read_tensor then checks the rank and the static ones).
+      std::vector<std::size_t> stored = info(name).shape;
+      if (transposed && stored.size() == 2) std::swap(stored[0], stored[1]);
+      dims_t<S::rank> d = S::extents;
+      for (std::size_t k = 0; k < S::rank; ++k)
+        if (d[k] == dyn) d[k] = k < stored.size() ? stored[k] : 0;
+      Tensor t(d, uninitialized);
+      read_tensor<typename Tensor::value_type, S>(name, t.data(), transposed, d);
+      return t;
+    }
+  }
+
   template <class T, class S>
-  void read_tensor(std::string_view name, T* dst, bool transposed) const {
+  void read_tensor(std::string_view name, T* dst, bool transposed, const dims_t<S::rank>& dims) const {
     constexpr std::string_view want = dtype_of<T>();
     const tensor_info& t = info(name);
     const std::string where = "attnx: safetensors: tensor '" + std::string(name) + "' in '" + path_.string() + "'";
@@ -348,10 +366,11 @@ class file {
       throw dtype_error(where + " has dtype " + t.dtype + ", but the target (elements of " +
                         (std::is_same_v<T, float> ? "float" : "double") + ") needs " + std::string(want));
     }
-    std::vector<std::size_t> expected = detail::extents_of<S>();
+    std::vector<std::size_t> expected = detail::extents_of<S::rank>(dims);
     if (transposed && S::rank == 2) std::swap(expected[0], expected[1]);
     if (t.shape != expected)
-      throw shape_error(where + " has shape " + shape_text(t.shape) + ", but the target has shape " + shape_string<S>() +
+      throw shape_error(where + " has shape " + shape_text(t.shape) + ", but the target has shape " +
+shape_string<S>() +
                         (transposed ? " and needs " + shape_text(expected) + " stored (transposed, as (out, in))" : ""));
     std::vector<unsigned char> bytes(t.end - t.begin);
     if (in_memory_) {
@@ -362,12 +381,13 @@ class file {
       in.seekg(static_cast<std::streamoff>(data_offset_ + t.begin));
       read(in, reinterpret_cast<char*>(bytes.data()), bytes.size(), ("the data of tensor '" + std::string(name) + "'").c_str());
     }
+    const std::size_t size = dims_size<S::rank>(dims);
     if (!transposed) {
-      detail::from_le_bytes(bytes.data(), dst, S::size);
+      detail::from_le_bytes(bytes.data(), dst, size);
     } else if constexpr (S::rank == 2) {
-      std::vector<T> tmp(S::size);
-      detail::from_le_bytes(bytes.data(), tmp.data(), S::size);
-      constexpr std::size_t R = S::extents[0], C = S::extents[1];  // target R x C, stored C x R
+      std::vector<T> tmp(size);
+      detail::from_le_bytes(bytes.data(), tmp.data(), size);
+      const std::size_t R = dims[0], C = dims[1];  // target R x C, stored C x R
       for (std::size_t i = 0; i < R; ++i)
         for (std::size_t j = 0; j < C; ++j) dst[i * C + j] = tmp[j * R + i];
     }
@@ -396,16 +416,18 @@ template <class E>
 entry make_entry(std::string name, const E& t, bool transposed = false) {
   using T = value_t<E>;
   using S = shape_of_t<E>;
-  entry e{std::move(name), std::string(dtype_of<T>()), detail::extents_of<S>(), std::vector<unsigned char>(S::size * sizeof(T))};
+  const auto dims = dims_of(t);
+  const std::size_t size = dims_size<S::rank>(dims);
+  entry e{std::move(name), std::string(dtype_of<T>()), detail::extents_of<S::rank>(dims), std::vector<unsigned char>(size * sizeof(T))};
   if (!transposed) {
-    detail::to_le_bytes(t.data(), e.bytes.data(), S::size);
+    detail::to_le_bytes(t.data(), e.bytes.data(), size);
   } else if constexpr (S::rank == 2) {
     std::swap(e.shape[0], e.shape[1]);
-    std::vector<T> tmp(S::size);
-    constexpr std::size_t R = S::extents[0], C = S::extents[1];
+    std::vector<T> tmp(size);
+    const std::size_t R = dims[0], C = dims[1];
     for (std::size_t i = 0; i < R; ++i)
       for (std::size_t j = 0; j < C; ++j) tmp[j * R + i] = t.data()[i * C + j];
-    detail::to_le_bytes(tmp.data(), e.bytes.data(), S::size);
+    detail::to_le_bytes(tmp.data(), e.bytes.data(), size);
   } else {
     throw std::invalid_argument("attnx: safetensors: only a matrix can be stored transposed ('" + e.name + "' has shape " +
                                 shape_string<S>() + ")");
