@@ -315,8 +315,11 @@ class multi_head_attention {
       return attend(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
       check_features(x, "input");
-      return drop_unit_batch(attend(add_unit_batch(detail::reuse<X>(x)), add_unit_batch(detail::reuse<X>(x)),
-                                    add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
+      // The copies of an rvalue x are made before x is moved into the third operand (in one call's
+      // arguments the order would be unspecified: a copy of a moved-from tensor).
+      auto xq = add_unit_batch(detail::reuse<X>(x));
+      auto xk = add_unit_batch(detail::reuse<X>(x));
+      return drop_unit_batch(attend(std::move(xq), std::move(xk), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
     }
   }
 
@@ -336,8 +339,9 @@ class multi_head_attention {
       return attend(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
       check_dims(x, memory);
-      return drop_unit_batch(attend(add_unit_batch(std::forward<X>(x)), add_unit_batch(detail::reuse<M>(memory)),
-                                    add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
+      auto xk = add_unit_batch(detail::reuse<M>(memory));  // before the memory is moved (as above)
+      return drop_unit_batch(attend(add_unit_batch(std::forward<X>(x)), std::move(xk), add_unit_batch(std::forward<M>(memory)),
+                                    std::forward<Masks>(masks)...));
     }
   }
 
@@ -367,8 +371,8 @@ class multi_head_attention {
     } else if constexpr (SX::rank == 3) {
       return scores_of(detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
-      return drop_unit_batch(
-          scores_of(add_unit_batch(detail::reuse<X>(x)), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
+      auto xq = add_unit_batch(detail::reuse<X>(x));  // before x is moved (as in operator())
+      return drop_unit_batch(scores_of(std::move(xq), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
     }
   }
   template <expression X, detail::mha_memory_operand M, class... Masks>

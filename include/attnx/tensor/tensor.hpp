@@ -104,6 +104,14 @@ struct held_dims<Shape, false> {
     for (std::size_t k = 0; k < Shape::rank; ++k) d[k] = Shape::extents[k] == dyn ? 0 : Shape::extents[k];
   }
   constexpr explicit held_dims(const dims_t<Shape::rank>& x) noexcept : d(x) {}
+  // A moved-from tensor is empty (its storage went with the move): its dyn extents become 0 too.
+  constexpr held_dims(const held_dims&) noexcept = default;
+  constexpr held_dims& operator=(const held_dims&) noexcept = default;
+  constexpr held_dims(held_dims&& o) noexcept : d(o.d) { o.d = held_dims().d; }
+  constexpr held_dims& operator=(held_dims&& o) noexcept {
+    std::swap(d, o.d);
+    return *this;
+  }
   constexpr dims_t<Shape::rank> get() const noexcept { return d; }
   constexpr void set(const dims_t<Shape::rank>& x) noexcept { d = x; }
   dims_t<Shape::rank> d{};
