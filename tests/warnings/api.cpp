@@ -215,11 +215,60 @@ void modules() {
 #endif
 }
 
+// Run-time extents (dyn): the same operations, the module, views, the loader, a rule that throws.
+void dynamic_extents() {
+  const auto xs = ramp<tensor<float, batch<2>, seq<5>, d_model<8>>>(0.4);
+  tensor<float, dyn, seq<dyn>, d_model<8>> xd = xs;
+  expect(xd.dims()[1] == 5 && xd.numel() == 80 && xd(1, 2, 3) == xs(1, 2, 3), "dyn tensor from a static one");
+  std::vector<float> mem(xd.begin(), xd.end());
+  const view<const float, dyn, seq<dyn>, d_model<8>> xv(mem.data(), std::size_t{2}, std::size_t{5});
+  const view<const float, dyn, d_model<8>> rows(mem);
+  const auto wq = ramp<tensor<float, d_model<8>, d_k<4>>>(0.3);
+  tensor<float, dyn, seq<dyn>, d_k<4>> qd = xv * wq;
+  tensor<float, dyn, seq<dyn>, d_k<4>> od = attention(qd, qd, qd, causal_bottom_right);
+  tensor<float, dyn, seq<dyn>, seq<dyn>> wd = attention_weights(qd, qd, causal);
+  tensor<float, dyn, heads<2>, seq<dyn>, dyn> hd = split_heads<2>(qd);
+  tensor<float, dyn, seq<dyn>, dyn> md = merge_heads(hd) + 1.f;
+  tensor<float, dyn, seq<dyn>, dyn> cd = softmax(cosine_scores(qd, qd, 0.5) - row_max(wd));
+  const std::size_t lens[] = {3, 5};
+  tensor<float, dyn, seq<dyn>, d_k<4>> kd = attention(qd, qd, qd, key_lengths(lens));
+  expect(rows.dims()[0] == 10 && od.dims()[1] == 5 && wd(0, 0, 1) == 0.f && md.dims()[2] == 4 && cd.dims()[2] == 5 &&
+             kd.dims()[0] == 2,
+         "dyn expressions");
+  using mha_t = multi_head_attention<float, 8, 2>;
+  mha_t mha;
+  mha.w_q = ramp<decltype(mha.w_q)>(0.3);
+  mha.w_k = ramp<decltype(mha.w_k)>(0.4);
+  mha.w_v = ramp<decltype(mha.w_v)>(0.5);
+  mha.w_o = ramp<decltype(mha.w_o)>(0.6);
+  tensor<float, dyn, seq<dyn>, d_model<8>> yd = mha(xd, causal);
+  tensor<float, batch<2>, seq<5>, d_model<8>> ys = mha(xs, causal);
+  expect(std::abs(yd(1, 4, 7) - ys(1, 4, 7)) < 1e-6f, "multi_head_attention on dyn extents");
+  bool threw = false;
+  try {
+    tensor<float, dyn, dyn> a34(3, 4), b52(5, 2);
+    const auto bad = a34 * b52;
+    (void)bad;
+  } catch (const extent_error&) {
+    threw = true;
+  }
+  expect(threw, "a dyn rule throws extent_error");
+#ifdef ATTNX_WARNINGS_JSON
+  const auto path = std::filesystem::temp_directory_path() / "attnx_warnings_dyn.safetensors";
+  safetensors::save(path, {safetensors::make_entry("x", xd)});
+  const safetensors::file st(path);
+  const auto back = st.load<tensor<float, dyn, seq<dyn>, d_model<8>>>("x");
+  std::filesystem::remove(path);
+  expect(back == xd, "safetensors, dyn");
+#endif
+}
+
 }  // namespace
 
 int main() {
   expressions();
   modules();
+  dynamic_extents();
   if (failures == 0) std::cout << "api: all checks passed\n";
   return failures == 0 ? 0 : 1;
 }

@@ -319,10 +319,10 @@ constexpr bool check_pairwise() {
         std::size_t bad = nbatch;
         [&]<std::size_t... I>(std::index_sequence<I...>) {
           ((bad == nbatch && [&] {
-             using X = typename SQ::template axis_t<I>;
-             using Y = typename SK::template axis_t<I>;
-             constexpr bool may_equal = X::extent == Y::extent || X::extent == dyn || Y::extent == dyn;
-             return names ? (may_equal && !names_unify_v<typename X::name, typename Y::name>) : !may_equal;
+             using QA = typename SQ::template axis_t<I>;
+             using KA = typename SK::template axis_t<I>;
+             constexpr bool may_equal = QA::extent == KA::extent || QA::extent == dyn || KA::extent == dyn;
+             return names ? (may_equal && !names_unify_v<typename QA::name, typename KA::name>) : !may_equal;
            }() ? (bad = I, 0) : 0),
            ...);
         }(std::make_index_sequence<nbatch>{});
