@@ -304,6 +304,49 @@ def mha_comparison(cmp):
     return out, rows
 
 
+def dynamic_comparison(path):
+    """bench_dynamic: dyn against the same static shapes (medians of repetitions), and the run-time sweep."""
+    out, rows = [], []
+    if not path:
+        return out, rows
+    with open(path) as f:
+        data = json.load(f)
+    runs = collections.defaultdict(list)  # (kind, dyn, L) -> [GFLOP/s]
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        kind = b["name"].split("/")[0].replace("BM_", "")
+        runs[(kind, int(b["dyn"]), int(b["L"]))].append(b["FLOPS"] / 1e9)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    reps = max((len(v) for v in runs.values()), default=0)
+    out += ["", "## Run-time lengths: dyn against static (bench_dynamic)", "",
+            "The same computation with the sequence length a template argument (`tensor<float, L, 64>`) and a "
+            "run-time value (`tensor<float, dyn, 64>`), one thread, GFLOP/s medians of "
+            f"{reps} interleaved repetitions: `attention` one head, d = 64, no mask (the fused kernel); `gemm` x W with "
+            "x (L, 512), W (512, 512); `mha` the forward pass of `multi_head_attention<float, 512, 8>` on (1, L, 512).", "",
+            "| L | attention static | dyn | dyn / static | gemm static | dyn | dyn / static | mha static | dyn | dyn / static |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    worst = {}
+    for L in sorted({k[2] for k in med if k[0] != "sweep"}):
+        cells = []
+        for kind in ("attention", "gemm", "mha"):
+            st, dy = med.get((kind, 0, L)), med.get((kind, 1, L))
+            r = dy / st if st and dy else None
+            if r is not None and L >= 128 and (kind not in worst or r < worst[kind][0]):
+                worst[kind] = (r, L)
+            cells += [fmt(st), fmt(dy), fmt(r, "{:.3f}")]
+        out.append(f"| {L} | " + " | ".join(cells) + " |")
+    sweep = sorted((k[2], v) for k, v in med.items() if k[0] == "sweep")
+    if sweep:
+        out += ["", "One binary, any length (`BM_sweep`: the dyn attention at lengths no static program instantiated):", "",
+                "| L | " + " | ".join(str(L) for L, _ in sweep) + " |", "|---|" + "---:|" * len(sweep),
+                "| GFLOP/s | " + " | ".join(fmt(v) for _, v in sweep) + " |"]
+    for kind, (r, L) in sorted(worst.items()):
+        rows.append((f"dyn {kind} within 5% of the same static shape, L ≥ 128 (one thread)", f"min {r:.3f} (L = {L})",
+                     r >= 0.95))
+    return out, rows
+
+
 def plot(med, peak, path):
     try:
         import matplotlib
@@ -348,6 +391,7 @@ def main():
     ap.add_argument("--compare-gemm", default="")
     ap.add_argument("--compare-mha", default="")
     ap.add_argument("--baseline", default="")
+    ap.add_argument("--dynamic", default="")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--plot", default="")
     a = ap.parse_args()
@@ -379,12 +423,13 @@ def main():
     fused_md, fused_rows = fused_comparison(load_compare(a.compare_fused), a.baseline)
     gemm_md, gemm_rows = gemm_comparison(load_compare(a.compare_gemm))
     mha_md, mha_rows = mha_comparison(load_compare(a.compare_mha))
+    dyn_md, dyn_rows = dynamic_comparison(a.dynamic)
     md += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows:
+    for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows:
         md.append(f"| {text} | {fig or 'not measured'} | {'yes' if met else ('no' if met is not None else '–')} |")
     md += ["", "## Throughput", ""]
     md += tables(med, peak, Ls)
-    md += fused_md + gemm_md + mha_md
+    md += fused_md + gemm_md + mha_md + dyn_md
     if rss:
         md += ["", "## Peak memory (one head, d = 64, one thread, separate processes)", "",
                "`extra` = peak RSS during the evaluation minus the peak RSS once inputs and output exist "
