@@ -21,7 +21,7 @@ namespace attnx {
 template <class E, class F>
 constexpr void for_each_terminal(const E& e, F&& f) {
   if constexpr (dense_terminal<E>) {
-    f(e.data(), shape_of_t<E>::size);
+    f(e.data(), dims_size(dims_of(e)));  // the run-time count (a dyn shape has no static size)
   } else if constexpr (requires { e.operands(); }) {
     boost::hana::for_each(e.operands(), [&](auto p) { for_each_terminal(*p, f); });
   }

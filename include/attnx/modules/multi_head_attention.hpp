@@ -369,8 +369,10 @@ class multi_head_attention {
     if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
+      check_features(x, "input");
       return scores_of(detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
+      check_features(x, "input");
       auto xq = add_unit_batch(detail::reuse<X>(x));  // before x is moved (as in operator())
       return drop_unit_batch(scores_of(std::move(xq), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
     }
@@ -384,8 +386,10 @@ class multi_head_attention {
     if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
+      check_dims(x, memory);
       return scores_of(std::forward<X>(x), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
+      check_dims(x, memory);
       return drop_unit_batch(
           scores_of(add_unit_batch(std::forward<X>(x)), add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
     }
