@@ -866,3 +866,22 @@ BOOST_AUTO_TEST_CASE(mha_rvalue_unbatched_input) {
   BOOST_TEST(same_bits(dyn_rvalue, from_lvalue));
   BOOST_TEST(w_rvalue == w_lvalue);
 }
+
+// Additive (Bahdanau) scores with weights of dyn shape: the same scores as with static weights; the hidden
+// extents are checked at run time.
+BOOST_AUTO_TEST_CASE(additive_scores_dyn_weights) {
+  const auto q = tensor<float, 5, 4>::generate([](auto i, auto j) { return float(i + j) * 0.1f; });
+  const auto w1s = tensor<float, 4, 6>::generate([](auto i, auto j) { return float(i * j % 5) * 0.1f - 0.2f; });
+  const auto ws = tensor<float, 6>::generate([](auto i) { return float(i) * 0.1f; });
+  const tensor<float, dyn, dyn> w1 = w1s;
+  const tensor<float, dyn> w = ws;
+  const tensor<float, 5, 5> want = additive_scores(q, q, w1s, w1s, ws);
+  const tensor<float, 5, 5> got = additive_scores(q, q, w1, w1, w);
+  BOOST_TEST(same_bits(got, want));
+  const tensor<float, dyn> w7(7);
+  BOOST_CHECK_EXCEPTION((void)additive_scores(q, q, w1, w1, w7), extent_error,
+                        says({"attnx: additive_scores: w must have one element per hidden unit", "weight_size 7, hidden_extent 6"}));
+  const tensor<float, dyn, dyn> w2(4, 5);
+  BOOST_CHECK_EXCEPTION((void)additive_scores(q, q, w1, w2, w), extent_error,
+                        says({"attnx: additive_scores: W1 and W2 must project to the same hidden extent", "query_hidden 6, key_hidden 5"}));
+}

@@ -160,7 +160,8 @@ struct rbf {
 // stored by the ownership rule; it is materialised once per evaluation (bind).
 template <class T, std::size_t H>
 struct bound_additive {
-  storage<T, H> w{uninitialized};
+  constexpr explicit bound_additive(std::size_t h) : w(uninitialized, h) {}
+  storage<T, H> w;
   constexpr T operator()(std::span<const T> qh, std::span<const T> kh) const {
     const T* wp = w.data();
     return detail::sum4<T>(qh.size(), [&](std::size_t a) { return wp[a] * math::tanh(qh[a] + kh[a]); });
@@ -173,9 +174,10 @@ struct additive_similarity {
   static constexpr std::size_t hidden = shape_of_t<W>::size;
   template <class T>
   constexpr bound_additive<T, hidden> bind() const {
-    bound_additive<T, hidden> b;
+    const std::size_t h = dims_size(dims_of(w));  // hidden, or the run-time count of a dyn w
+    bound_additive<T, hidden> b(h);
     const basic_tensor<T, shape_of_t<W>> full(cast<T>(w));  // w (h), (h, 1), (1, h) or an expression: row-major
-    for (std::size_t a = 0; a < hidden; ++a) b.w.data()[a] = full.data()[a];
+    for (std::size_t a = 0; a < h; ++a) b.w.data()[a] = full.data()[a];
     return b;
   }
   // Called directly (outside an expression), when w sits in memory.
@@ -361,15 +363,29 @@ constexpr bool check_similarity() {
 }
 
 // additive_scores: Q W1 and K W2 must have the same hidden extent h, and w h elements.
+// (A dyn extent passes here; check_additive_dims compares the run-time values.)
 template <class W1, class W2, class W, bool Quiet = false>
 constexpr bool check_additive() {
   constexpr std::size_t h1 = W1::cols, h2 = W2::cols;
-  static_assert(Quiet || h1 == h2 || error::holds<error::additive_hidden_extents_differ<error::query_hidden<h1>, error::key_hidden<h2>>>,
+  constexpr bool hidden_ok = h1 == h2 || h1 == dyn || h2 == dyn;
+  static_assert(Quiet || hidden_ok ||
+                    error::holds<error::additive_hidden_extents_differ<error::query_hidden<h1>, error::key_hidden<h2>>>,
                 "attnx: additive_scores: W1 and W2 must project to the same hidden extent (their column counts differ)");
-  static_assert(Quiet || h1 != h2 || W::size == h1 ||
+  constexpr bool w_ok = W::size == h1 || W::size == dyn || h1 == dyn;
+  static_assert(Quiet || !hidden_ok || w_ok ||
                     error::holds<error::additive_weight_size_differs<error::weight_size<W::size>, error::hidden_extent<h1>>>,
                 "attnx: additive_scores: w must have one element per hidden unit (the column count of W1 and W2)");
-  return h1 == h2 && W::size == h1;
+  return hidden_ok && w_ok;
+}
+template <class W1, class W2, class W>
+constexpr void check_additive_dims(const dims_t<W1::rank>& w1, const dims_t<W2::rank>& w2, const dims_t<W::rank>& w) {
+  const std::size_t h1 = dims_cols(w1), h2 = dims_cols(w2), n = dims_size(w);
+  if (h1 != h2)
+    detail::throw_extent_error("additive_scores: W1 and W2 must project to the same hidden extent (their column counts differ)",
+                               "query_hidden", h1, "key_hidden", h2);
+  if (n != h1)
+    detail::throw_extent_error("additive_scores: w must have one element per hidden unit (the column count of W1 and W2)",
+                               "weight_size", n, "hidden_extent", h1);
 }
 // The run-time half, where an extent is dyn: the feature extents, then the batch axes of a batched K.
 template <class SQ, class SK>
@@ -439,6 +455,9 @@ constexpr auto rbf_scores(Q&& q, K&& k, double tau) {
 template <expression Q, expression K, expression W1, expression W2, expression W>
 constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w) {
   constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>, any_failed_v<Q, K, W1, W2, W>>();
+  if constexpr (ok && !any_failed_v<Q, K, W1, W2, W> &&
+                (!shape_of_t<W1>::is_static || !shape_of_t<W2>::is_static || !shape_of_t<W>::is_static))
+    rules::check_additive_dims<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>>(dims_of(w1), dims_of(w2), dims_of(w));
   return detail::make_pairwise<!ok>(std::forward<Q>(q) * std::forward<W1>(w1), std::forward<K>(k) * std::forward<W2>(w2),
                                    similarity::additive(std::forward<W>(w)));
 }
@@ -448,6 +467,9 @@ constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w) {
 template <expression Q, expression K, expression W1, expression W2, expression W, expression B>
 constexpr auto additive_scores(Q&& q, K&& k, W1&& w1, W2&& w2, W&& w, B&& b) {
   constexpr bool ok = rules::check_additive<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>, any_failed_v<Q, K, W1, W2, W>>();
+  if constexpr (ok && !any_failed_v<Q, K, W1, W2, W> &&
+                (!shape_of_t<W1>::is_static || !shape_of_t<W2>::is_static || !shape_of_t<W>::is_static))
+    rules::check_additive_dims<shape_of_t<W1>, shape_of_t<W2>, shape_of_t<W>>(dims_of(w1), dims_of(w2), dims_of(w));
   return detail::make_pairwise<!ok>(std::forward<Q>(q) * std::forward<W1>(w1) + std::forward<B>(b),
                                    std::forward<K>(k) * std::forward<W2>(w2), similarity::additive(std::forward<W>(w)));
 }
