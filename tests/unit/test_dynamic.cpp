@@ -421,7 +421,8 @@ void attention_shapes(double tol) {
   const std::size_t sizes[][2] = {{1, 1},   {3, 3},   {17, 17},  {65, 65},  {130, 130}, {257, 257}, {3, 17},
                                   {17, 130}, {65, 257}, {130, 65}, {257, 3}, {1, 257},   {257, 1}};
   unsigned seed = 100;
-  for (const auto& [lq, lk] : sizes) {
+  for (const auto& size_pair : sizes) {
+    const std::size_t lq = size_pair[0], lk = size_pair[1];  // (clang 14 cannot capture structured bindings)
     const mat qm = rounded<T>(B * lq * d, ++seed), km = rounded<T>(B * lk * d, ++seed), vm = rounded<T>(B * lk * dv, ++seed),
               bias = rounded<T>(B * lq * lk, ++seed);
     const auto Q = batch_rows<T, d, DynFeatures>(qm, B, lq);
