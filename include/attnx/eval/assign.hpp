@@ -65,10 +65,10 @@ constexpr void assign_into(T* dst, const E& e) {
   const auto d = dims_of(e);
   const extent_value<S::rows> rows(dims_rows(d));
   const extent_value<S::cols> cols(dims_cols(d));
-  for (std::size_t r = 0; r < rows; ++r) {
+  for (std::size_t r = 0; r < rows.value; ++r) {  // .value: a constant when static (no call per use)
     ev.begin_row(r);
-    T* out = dst + r * cols;
-    for (std::size_t j = 0; j < cols; ++j) out[j] = static_cast<T>(ev.at(j));
+    T* out = dst + r * cols.value;
+    for (std::size_t j = 0; j < cols.value; ++j) out[j] = static_cast<T>(ev.at(j));
   }
 }
 

@@ -43,7 +43,7 @@ template <dense_terminal E>
 struct evaluator<E> {
   using T = value_t<E>;
   constexpr explicit evaluator(const E& e) noexcept : base(e.data()), row(base), cols(dims_cols(dims_of(e))) {}
-  constexpr void begin_row(std::size_t r) noexcept { row = base + r * cols; }
+  constexpr void begin_row(std::size_t r) noexcept { row = base + r * cols.value; }
   constexpr T at(std::size_t j) const noexcept { return row[j]; }
   const T* base;
   const T* row;
@@ -234,7 +234,7 @@ template <class A>
 struct evaluator<evaluated_once_expr<A>> {
   constexpr explicit evaluator(const evaluated_once_expr<A>& e)
       : src(e.operand()), row(src.data()), cols(dims_cols(dims_of(e.operand()))) {}
-  constexpr void begin_row(std::size_t r) noexcept { row = src.data() + r * cols; }
+  constexpr void begin_row(std::size_t r) noexcept { row = src.data() + r * cols.value; }
   constexpr auto at(std::size_t j) const noexcept { return row[j]; }
   dense_operand<A> src;
   const value_t<A>* row;
@@ -333,9 +333,11 @@ struct evaluator<matmul_expr<A, B>> {
         ((oc[I] = T(0)), ...);
       }
       ((o[full + R] = T(0)), ...);
-      for (std::size_t k = 0; k < K; ++k) {
+      // K.value, SN: constants when static (a conversion call per use would cost constant-evaluation steps)
+      const std::size_t kk = K.value;
+      for (std::size_t k = 0; k < kk; ++k) {
         const T ak = static_cast<T>(a.at(k));
-        const BP* br = bm + k * N;
+        const BP* br = bm + k * SN;
         for (std::size_t c = 0; c < full; c += chunk) {
           T* oc = o + c;
           const BP* bc = br + c;
@@ -384,7 +386,7 @@ struct evaluator<reduce_expr<Op, A>> {
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
     T acc = Op::template init<T>();
-    for (std::size_t j = 0; j < N; ++j) acc = Op{}(acc, static_cast<T>(a.at(j)));
+    for (std::size_t j = 0; j < N.value; ++j) acc = Op{}(acc, static_cast<T>(a.at(j)));
     v = acc;
   }
   constexpr T at(std::size_t) const { return v; }
