@@ -25,7 +25,7 @@ constexpr bool check_attention_values() {
   if constexpr (SK::rank >= 2 && SV::rank >= 2) {
     constexpr std::size_t lk = SK::extents[SK::rank - 2];
     constexpr std::size_t rows = SV::extents[SV::rank - 2];
-    constexpr bool ok = rows == lk || rows == dyn || lk == dyn;  // a dyn one: checked at run time
+    constexpr bool ok = may_equal_extents(rows, lk);  // a dyn one: checked at run time
     static_assert(Quiet || ok ||
                       error::holds<error::attention_value_rows_differ_from_keys<error::value_rows<rows>, error::L_k<lk>>>,
                   "attnx: attention: V must have one row per key (V's row count must equal L_k, the row count of K)");

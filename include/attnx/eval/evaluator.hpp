@@ -84,48 +84,16 @@ template <class From, class To>
 struct broadcast_map {
   static constexpr std::size_t lead = To::rank > 0 ? To::rank - 1 : 0;  // leading axes of To
   static constexpr std::size_t off = To::rank - From::rank;              // From's axes start here
+  static constexpr bool stretch_cols = From::cols == 1 && To::cols != 1;
   // For each leading axis of To: its extent, and the stride of the matching From row index (0 when
-  // From has no such axis or extent 1 there).
-  static constexpr auto table = [] {
-    struct t {
-      std::array<std::size_t, lead + 1> ext{}, stride{};
-    } out;
-    std::size_t s = 1;
-    for (std::size_t k = lead; k-- > 0;) {
-      out.ext[k] = To::extents[k];
-      if (k >= off) {
-        const std::size_t fe = From::extents[k - off];
-        out.stride[k] = fe == 1 ? 0 : s;
-        s *= fe;
-      }
-    }
-    return out;
-  }();
-  static constexpr bool stretch_cols = From::cols == 1 && To::cols != 1;
-  static constexpr std::size_t row(std::size_t r) noexcept {
-    std::size_t fr = 0;
-    for (std::size_t k = lead; k-- > 0;) {
-      fr += (r % table.ext[k]) * table.stride[k];
-      r /= table.ext[k];
-    }
-    return fr;
-  }
-};
-
-// The same table at run time, for shapes with a dyn extent (a dyn axis broadcasts only from a static 1).
-template <class From, class To>
-struct runtime_broadcast_map {
-  static constexpr std::size_t lead = To::rank > 0 ? To::rank - 1 : 0;
-  static constexpr std::size_t off = To::rank - From::rank;
-  static constexpr bool stretch_cols = From::cols == 1 && To::cols != 1;
+  // From has no such axis, or a static 1 there: a dyn axis stretches only from a static 1).
   std::array<std::size_t, lead + 1> ext{}, stride{};
-  constexpr runtime_broadcast_map(const dims_t<From::rank>& from, const dims_t<To::rank>& to) noexcept {
+  constexpr broadcast_map(const dims_t<From::rank>& from, const dims_t<To::rank>& to) noexcept {
     std::size_t s = 1;
     for (std::size_t k = lead; k-- > 0;) {
       ext[k] = to[k];
       if (k >= off) {
-        const bool stretched = From::extents[k - off] == 1;
-        stride[k] = stretched ? 0 : s;
+        stride[k] = From::extents[k - off] == 1 ? 0 : s;
         s *= from[k - off];
       }
     }
@@ -139,6 +107,9 @@ struct runtime_broadcast_map {
     return fr;
   }
 };
+// Two static shapes: the map is a constant (nothing stored in the evaluator, constant divisors).
+template <class From, class To>
+inline constexpr broadcast_map<From, To> static_broadcast_map{From::extents, To::extents};
 
 // Whether an operand of shape From is read in shape To with no broadcasting: same rank, and no axis that
 // stretches from a static 1 (a dyn extent equals the other side's at run time: checked when the node was built).
@@ -158,20 +129,26 @@ constexpr bool same_layout() {
 template <class To, class E>
 struct broadcast_evaluator {
   static constexpr bool is_static = shape_of_t<E>::is_static && To::is_static;
-  using map = std::conditional_t<is_static, detail::broadcast_map<shape_of_t<E>, To>,
-                                 detail::runtime_broadcast_map<shape_of_t<E>, To>>;
+  using map = detail::broadcast_map<shape_of_t<E>, To>;
+  struct no_map {};
   constexpr broadcast_evaluator(const E& e, const dims_t<To::rank>& to) : ev(e), m(make_map(e, to)) {}
-  constexpr void begin_row(std::size_t r) { ev.begin_row(m.row(r)); }
-  constexpr auto at(std::size_t j) const { return ev.at(map::stretch_cols ? 0 : j); }
-  static constexpr map make_map(const E& e, const dims_t<To::rank>& to) {
+  constexpr void begin_row(std::size_t r) {
     if constexpr (is_static) {
-      return map{};
+      ev.begin_row(detail::static_broadcast_map<shape_of_t<E>, To>.row(r));
+    } else {
+      ev.begin_row(m.row(r));
+    }
+  }
+  constexpr auto at(std::size_t j) const { return ev.at(map::stretch_cols ? 0 : j); }
+  static constexpr auto make_map(const E& e, const dims_t<To::rank>& to) {
+    if constexpr (is_static) {
+      return no_map{};
     } else {
       return map(dims_of(e), to);
     }
   }
   evaluator<E> ev;
-  [[no_unique_address]] map m;
+  [[no_unique_address]] std::conditional_t<is_static, no_map, map> m;
 };
 
 // An operand read in its own shape (the result's extents are not needed).
@@ -270,9 +247,10 @@ struct evaluator<matmul_expr<A, B>> {
                                   std::is_same_v<value_t<A>, T> && std::is_same_v<value_t<B>, T> &&
                                   (!is_static || ((batched_rhs ? SM : SR) >= kernels::gemm_min_rows && SK > 0 && SN > 0));
 
-  constexpr explicit evaluator(const matmul_expr<A, B>& e)
-      : a(e.lhs()), b(e.rhs()), M(dims_of(e.lhs())[SA::rank - 2]), K(dims_cols(dims_of(e.lhs()))),
-        N(dims_cols(dims_of(e.rhs()))), rows(dims_rows(dims_of(e))), out(uninitialized, N) {
+  constexpr explicit evaluator(const matmul_expr<A, B>& e) : evaluator(e, dims_of(e.lhs()), dims_cols(dims_of(e.rhs()))) {}
+  // (the output's rows are A's: the product keeps A's leading axes)
+  constexpr evaluator(const matmul_expr<A, B>& e, const dims_t<SA::rank>& da, std::size_t n)
+      : a(e.lhs()), b(e.rhs()), M(da[SA::rank - 2]), K(dims_cols(da)), N(n), rows(dims_rows(da)), out(uninitialized, n) {
     if constexpr (blocked) {
       if (!std::is_constant_evaluated()) {
         const context& ctx = current_context();
@@ -368,8 +346,9 @@ struct evaluator<matmul_expr<A, B>> {
 template <class A>
 struct evaluator<transpose_expr<A>> {
   using S = shape_of_t<A>;  // (..., P, Q); the result is (..., Q, P)
-  constexpr explicit evaluator(const transpose_expr<A>& e)
-      : src(e.operand()), P(dims_of(e.operand())[S::rank - 2]), Q(dims_cols(dims_of(e.operand()))) {}
+  constexpr explicit evaluator(const transpose_expr<A>& e) : evaluator(e, dims_of(e.operand())) {}
+  constexpr evaluator(const transpose_expr<A>& e, const dims_t<S::rank>& d)
+      : src(e.operand()), P(d[S::rank - 2]), Q(dims_cols(d)) {}
   constexpr void begin_row(std::size_t r) { col = src.data() + (r / Q) * P * Q + (r % Q); }
   constexpr auto at(std::size_t j) const { return col[j * Q]; }
   dense_operand<A> src;
@@ -450,11 +429,12 @@ struct evaluator<masked_expr<A, Kind>> {
   using E = masked_expr<A, Kind>;
   using S = shape_of_t<E>;
   using T = value_t<E>;
-  constexpr explicit evaluator(const E& e)
-      : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind(), dims_of(e))), Lq(dims_of(e)[S::rank - 2]),
-        Lk(dims_cols(dims_of(e))), rows(dims_rows(dims_of(e))) {
+  constexpr explicit evaluator(const E& e) : evaluator(e, dims_of(e)) {}
+  constexpr evaluator(const E& e, const dims_t<S::rank>& d)
+      : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind(), d)), Lq(d[S::rank - 2]), Lk(dims_cols(d)),
+        rows(dims_rows(d)) {
     // The lengths live in the caller's memory: checked again now, as the fused path does.
-    if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind, dims_of(e));
+    if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind, d);
   }
 
   constexpr void begin_row(std::size_t r) {
@@ -516,9 +496,9 @@ struct evaluator<masked_expr<A, Kind>> {
 template <class A>
 struct evaluator<merge_heads_expr<A>> {
   using S = shape_of_t<A>;  // (batch..., H, L, d); the result is (batch..., L, H * d)
-  constexpr explicit evaluator(const merge_heads_expr<A>& e)
-      : src(e.operand()), H(dims_of(e.operand())[S::rank - 3]), L(dims_of(e.operand())[S::rank - 2]),
-        d(dims_cols(dims_of(e.operand()))) {}
+  constexpr explicit evaluator(const merge_heads_expr<A>& e) : evaluator(e, dims_of(e.operand())) {}
+  constexpr evaluator(const merge_heads_expr<A>& e, const dims_t<S::rank>& x)
+      : src(e.operand()), H(x[S::rank - 3]), L(x[S::rank - 2]), d(dims_cols(x)) {}
   constexpr void begin_row(std::size_t r) { base = src.data() + ((r / L) * H * L + r % L) * d; }
   constexpr auto at(std::size_t j) const { return base[(j / d) * L * d + j % d]; }
   dense_operand<A> src;
@@ -531,8 +511,9 @@ struct evaluator<merge_heads_expr<A>> {
 template <std::size_t G, class A>
 struct evaluator<repeat_heads_expr<G, A>> {
   using S = shape_of_t<A>;  // (batch..., Hkv, L, d); the result has Hkv * G heads
-  constexpr explicit evaluator(const repeat_heads_expr<G, A>& e)
-      : a(e.operand()), Hkv(dims_of(e.operand())[S::rank - 3]), L(dims_of(e.operand())[S::rank - 2]) {}
+  constexpr explicit evaluator(const repeat_heads_expr<G, A>& e) : evaluator(e, dims_of(e.operand())) {}
+  constexpr evaluator(const repeat_heads_expr<G, A>& e, const dims_t<S::rank>& x)
+      : a(e.operand()), Hkv(x[S::rank - 3]), L(x[S::rank - 2]) {}
   constexpr void begin_row(std::size_t r) {
     const std::size_t l = r % L, h = (r / L) % (Hkv * G), b = r / (L * Hkv * G);
     a.begin_row((b * Hkv + h / G) * L + l);

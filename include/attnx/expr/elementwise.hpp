@@ -75,9 +75,9 @@ constexpr std::size_t first_broadcast_mismatch(bool names) {
        using ay = detail::aligned_axis_t<B, R, I>;
        // Matched axes (equal extents, or a dyn one against anything but a static 1) must have unifiable names;
        // two static extents must be equal or one of them 1 (a dyn one is checked at run time).
-       constexpr bool matched = ax::extent == ay::extent || ((ax::extent == dyn || ay::extent == dyn) && ax::extent != 1 && ay::extent != 1);
-       if (names) return matched && !names_unify_v<typename ax::name, typename ay::name>;
-       return ax::extent != ay::extent && ax::extent != 1 && ay::extent != 1 && ax::extent != dyn && ay::extent != dyn;
+       constexpr bool stretched = (ax::extent == 1) != (ay::extent == 1);  // one side a static 1, not both
+       if (names) return may_equal_extents(ax::extent, ay::extent) && !stretched && !names_unify_v<typename ax::name, typename ay::name>;
+       return !may_equal_extents(ax::extent, ay::extent) && ax::extent != 1 && ay::extent != 1;
      }() ? (bad = I, 0) : 0),
      ...);
   }(std::make_index_sequence<R>{});

@@ -113,7 +113,7 @@ constexpr bool check_mask_shape() {
       ((b == R && [] {
          using ax = detail::aligned_axis_t<S, R, I>;
          using ay = detail::aligned_axis_t<M, R, I>;
-         return (ay::extent != ax::extent && ay::extent != 1 && ax::extent != dyn && ay::extent != dyn) || I + S::rank < R;
+         return (!may_equal_extents(ay::extent, ax::extent) && ay::extent != 1) || I + S::rank < R;
        }() ? (b = I, 0) : 0),
        ...);
     }(std::make_index_sequence<R>{});

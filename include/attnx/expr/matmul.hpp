@@ -73,7 +73,7 @@ constexpr bool check_matmul() {
   if constexpr (ranks_ok) {
     using AK = typename A::template axis_t<A::rank - 1>;
     using BK = typename B::template axis_t<B::rank - 2>;
-    constexpr bool extents_ok = AK::extent == BK::extent || AK::extent == dyn || BK::extent == dyn;
+    constexpr bool extents_ok = may_equal_extents(AK::extent, BK::extent);
     constexpr bool names_ok = names_unify_v<typename AK::name, typename BK::name>;
     static_assert(Quiet || extents_ok ||
                       error::holds<error::matmul_inner_extents_differ<error::lhs_columns<AK::extent>, error::rhs_rows<BK::extent>>>,
@@ -84,15 +84,7 @@ constexpr bool check_matmul() {
                   "attnx: matmul: the contracted axes have different names");
     using AB = batch_axes_t<A>;
     using BB = batch_axes_t<B>;
-    constexpr bool batch_ok = BB::rank == 0 || [] {
-      if constexpr (AB::rank != BB::rank) {
-        return false;
-      } else {
-        for (std::size_t k = 0; k < AB::rank; ++k)
-          if (AB::extents[k] != BB::extents[k] && AB::extents[k] != dyn && BB::extents[k] != dyn) return false;
-        return true;
-      }
-    }();
+    constexpr bool batch_ok = BB::rank == 0 || may_equal_shapes<AB, BB>();
     static_assert(Quiet || !extents_ok || !names_ok || batch_ok ||
                       error::holds<error::matmul_batch_axes_differ<error::lhs_rank<A::rank>, error::rhs_rank<B::rank>>>,
                   "attnx: matmul: a batched rhs must have the lhs's batch axes (or be a plain matrix shared by all)");

@@ -298,7 +298,7 @@ constexpr bool check_pairwise() {
   if constexpr (ranks_ok) {
     using QF = typename SQ::template axis_t<SQ::rank - 1>;
     using KF = typename SK::template axis_t<SK::rank - 1>;
-    constexpr bool extents_ok = QF::extent == KF::extent || QF::extent == dyn || KF::extent == dyn;
+    constexpr bool extents_ok = may_equal_extents(QF::extent, KF::extent);
     constexpr bool names_ok = names_unify_v<typename QF::name, typename KF::name>;
     static_assert(Quiet || extents_ok ||
                       error::holds<error::pairwise_feature_extents_differ<error::query_features<QF::extent>,
@@ -323,7 +323,7 @@ constexpr bool check_pairwise() {
           ((bad == nbatch && [&] {
              using QA = typename SQ::template axis_t<I>;
              using KA = typename SK::template axis_t<I>;
-             constexpr bool may_equal = QA::extent == KA::extent || QA::extent == dyn || KA::extent == dyn;
+             constexpr bool may_equal = may_equal_extents(QA::extent, KA::extent);
              return names ? (may_equal && !names_unify_v<typename QA::name, typename KA::name>) : !may_equal;
            }() ? (bad = I, 0) : 0),
            ...);
@@ -367,11 +367,11 @@ constexpr bool check_similarity() {
 template <class W1, class W2, class W, bool Quiet = false>
 constexpr bool check_additive() {
   constexpr std::size_t h1 = W1::cols, h2 = W2::cols;
-  constexpr bool hidden_ok = h1 == h2 || h1 == dyn || h2 == dyn;
+  constexpr bool hidden_ok = may_equal_extents(h1, h2);
   static_assert(Quiet || hidden_ok ||
                     error::holds<error::additive_hidden_extents_differ<error::query_hidden<h1>, error::key_hidden<h2>>>,
                 "attnx: additive_scores: W1 and W2 must project to the same hidden extent (their column counts differ)");
-  constexpr bool w_ok = W::size == h1 || W::size == dyn || h1 == dyn;
+  constexpr bool w_ok = may_equal_extents(W::size, h1);
   static_assert(Quiet || !hidden_ok || w_ok ||
                     error::holds<error::additive_weight_size_differs<error::weight_size<W::size>, error::hidden_extent<h1>>>,
                 "attnx: additive_scores: w must have one element per hidden unit (the column count of W1 and W2)");

@@ -307,14 +307,12 @@ class multi_head_attention {
     requires(!detail::first_is_memory<Masks...>)
   constexpr auto operator()(X&& x, Masks&&... masks) const {
     using SX = shape_of_t<X>;
-    check_input<SX, failed_v<X>>();
+    check_input<failed_v<X>>(x);
     if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
-      check_features(x, "input");
       return attend(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
-      check_features(x, "input");
       // The copies of an rvalue x are made before x is moved into the third operand (in one call's
       // arguments the order would be unspecified: a copy of a moved-from tensor).
       auto xq = add_unit_batch(detail::reuse<X>(x));
@@ -330,15 +328,13 @@ class multi_head_attention {
   constexpr auto operator()(X&& x, M&& memory, Masks&&... masks) const {
     using SX = shape_of_t<X>;
     using SM = shape_of_t<M>;
-    check_input<SX, any_failed_v<X, M>>();
-    check_memory<SX, SM, any_failed_v<X, M>>();
+    check_input<any_failed_v<X, M>>(x);
+    check_memory<any_failed_v<X, M>>(x, memory);
     if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
-      check_dims(x, memory);
       return attend(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
-      check_dims(x, memory);
       auto xk = add_unit_batch(detail::reuse<M>(memory));  // before the memory is moved (as above)
       return drop_unit_batch(attend(add_unit_batch(std::forward<X>(x)), std::move(xk), add_unit_batch(std::forward<M>(memory)),
                                     std::forward<Masks>(masks)...));
@@ -365,14 +361,12 @@ class multi_head_attention {
     requires(!detail::first_is_memory<Masks...>)
   constexpr auto weights(X&& x, Masks&&... masks) const {
     using SX = shape_of_t<X>;
-    check_input<SX, failed_v<X>>();
+    check_input<failed_v<X>>(x);
     if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
-      check_features(x, "input");
       return scores_of(detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
-      check_features(x, "input");
       auto xq = add_unit_batch(detail::reuse<X>(x));  // before x is moved (as in operator())
       return drop_unit_batch(scores_of(std::move(xq), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
     }
@@ -381,15 +375,13 @@ class multi_head_attention {
   constexpr auto weights(X&& x, M&& memory, Masks&&... masks) const {
     using SX = shape_of_t<X>;
     using SM = shape_of_t<M>;
-    check_input<SX, any_failed_v<X, M>>();
-    check_memory<SX, SM, any_failed_v<X, M>>();
+    check_input<any_failed_v<X, M>>(x);
+    check_memory<any_failed_v<X, M>>(x, memory);
     if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
-      check_dims(x, memory);
       return scores_of(std::forward<X>(x), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
-      check_dims(x, memory);
       return drop_unit_batch(
           scores_of(add_unit_batch(std::forward<X>(x)), add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
     }
@@ -399,38 +391,26 @@ class multi_head_attention {
   // ---- compile-time rules on the inputs ----------------------------------------------------------
   template <class S>
   static constexpr bool rank_ok = S::rank == 2 || S::rank == 3;
-  // (A dyn extent passes here and is checked at run time: check_dims.)
+  // (A dyn extent passes here and is checked at run time: check_input, check_memory.)
   template <class S>
-  static constexpr bool features_ok = S::cols == d_model || S::cols == dyn;
+  static constexpr bool features_ok = may_equal_extents(S::cols, d_model);
   template <class SX, class SM>
-  static constexpr bool batch_ok = SX::rank != 3 || SM::rank != 3 || SM::extents[0] == SX::extents[0] ||
-                                   SM::extents[0] == dyn || SX::extents[0] == dyn;
-  // The run-time half of the input rules, where an extent is dyn.
+  static constexpr bool batch_ok = SX::rank != 3 || SM::rank != 3 || may_equal_extents(SM::extents[0], SX::extents[0]);
+  // The run-time half of the feature rule, where the feature extent is dyn.
   template <class X>
-  static constexpr void check_features(const X& x, const char* what) {
+  static constexpr void check_features(const X& x, const char* what, const char* fact) {
     if constexpr (shape_of_t<X>::cols == dyn) {
       const std::size_t f = dims_cols(dims_of(x));
       if (f != d_model)
         detail::throw_extent_error(std::string("multi_head_attention: the ") + what +
                                        "'s feature extent (its last axis) must equal d_model",
-                                   what[0] == 'i' ? "input_features" : "memory_features", f, "d_model", d_model);
+                                   fact, f, "d_model", d_model);
     }
   }
-  template <class X, class M>
-  static constexpr void check_dims(const X& x, const M& m) {
+  // The input rules: at compile time, then (when they hold) at run time where an extent is dyn.
+  template <bool Quiet, class X>
+  static constexpr void check_input(const X& x) {
     using SX = shape_of_t<X>;
-    using SM = shape_of_t<M>;
-    check_features(x, "input");
-    check_features(m, "memory");
-    if constexpr (SX::rank == 3 && (SX::extents[0] == dyn || SM::extents[0] == dyn)) {
-      const std::size_t bx = dims_of(x)[0], bm = dims_of(m)[0];
-      if (bx != bm)
-        detail::throw_extent_error("multi_head_attention: the memory's batch extent must equal the input's", "input_batch", bx,
-                                   "memory_batch", bm);
-    }
-  }
-  template <class SX, bool Quiet = false>
-  static constexpr void check_input() {
     static_assert(Quiet || rank_ok<SX> || error::holds<error::mha_input_needs_rank_2_or_3<error::input_rank<SX::rank>>>,
                   "attnx: multi_head_attention: the input must be (L, d_model) or (B, L, d_model)");
     if constexpr (rank_ok<SX>) {
@@ -439,9 +419,12 @@ class multi_head_attention {
                                                                                    error::d_model<d_model>>>,
                     "attnx: multi_head_attention: the input's feature extent (its last axis) must equal d_model");
     }
+    if constexpr (!Quiet && inputs_ok<SX, SX>()) check_features(x, "input", "input_features");
   }
-  template <class SX, class SM, bool Quiet = false>
-  static constexpr void check_memory() {
+  template <bool Quiet, class X, class M>
+  static constexpr void check_memory(const X& x, const M& m) {
+    using SX = shape_of_t<X>;
+    using SM = shape_of_t<M>;
     if constexpr (rank_ok<SX>) {
       static_assert(Quiet || SM::rank == SX::rank ||
                         error::holds<error::mha_memory_rank_differs_from_input<error::input_rank<SX::rank>,
@@ -457,6 +440,15 @@ class multi_head_attention {
                           error::holds<error::mha_memory_batch_differs_from_input<error::input_batch<SX::extents[0]>,
                                                                                   error::memory_batch<SM::extents[0]>>>,
                       "attnx: multi_head_attention: the memory's batch extent must equal the input's");
+      }
+    }
+    if constexpr (!Quiet && inputs_ok<SX, SM>()) {
+      check_features(m, "memory", "memory_features");
+      if constexpr (SX::rank == 3 && !(SX::extents[0] != dyn && SM::extents[0] != dyn)) {
+        const std::size_t bx = dims_of(x)[0], bm = dims_of(m)[0];
+        if (bx != bm)
+          detail::throw_extent_error("multi_head_attention: the memory's batch extent must equal the input's", "input_batch",
+                                     bx, "memory_batch", bm);
       }
     }
   }

@@ -47,6 +47,10 @@ inline constexpr bool is_shape_v<shape<A...>> = true;
 template <auto... E>
 using make_shape = shape<axis_of<E>...>;
 
+// Two extents that may be equal: equal, or one of them dyn (then compared at run time). The compile-time
+// half of every rule that asks for equal extents.
+constexpr bool may_equal_extents(std::size_t a, std::size_t b) noexcept { return a == b || a == dyn || b == dyn; }
+
 namespace detail {
 
 template <class S, class Seq>
@@ -131,7 +135,7 @@ using aligned_axis_t = typename aligned_axis<S, R, I>::type;
 // N it must be N at run time, and the result's extent is N.
 template <class X, class Y>
 struct broadcast_axis {
-  static constexpr bool may_equal = X::extent == Y::extent || X::extent == dyn || Y::extent == dyn;
+  static constexpr bool may_equal = may_equal_extents(X::extent, Y::extent);
   static constexpr bool x_wins = (X::extent != 1 || Y::extent == 1) && !(X::extent == dyn && Y::extent != 1);
   using name = std::conditional_t<(may_equal && X::extent != 1 && Y::extent != 1) || X::extent == Y::extent,
                                   unified_name_t<typename X::name, typename Y::name>,
@@ -176,25 +180,17 @@ constexpr std::size_t dims_rows(const dims_t<R>& d) noexcept {
   for (std::size_t k = 0; k + 1 < R; ++k) n *= d[k];
   return n;
 }
-// Extents of S filled in from the run-time `given` ones where S has dyn (given must match S elsewhere).
-template <class S>
-constexpr bool dims_match(const dims_t<S::rank>& d) noexcept {
-  for (std::size_t k = 0; k < S::rank; ++k)
-    if (S::extents[k] != dyn && S::extents[k] != d[k]) return false;
-  return true;
-}
-
-// Equal ranks and extents (names aside).
+// Equal ranks, and extents that may be equal (names aside; a dyn one is compared at run time).
 template <class A, class B>
-constexpr bool same_extents() {
+constexpr bool may_equal_shapes() {
   if constexpr (A::rank != B::rank) {
     return false;
   } else {
-    return A::extents == B::extents;
+    for (std::size_t k = 0; k < A::rank; ++k)
+      if (!may_equal_extents(A::extents[k], B::extents[k])) return false;
+    return true;
   }
 }
-template <class A, class B>
-inline constexpr bool same_extents_v = same_extents<A, B>();
 
 // Printable names, for run-time messages ("[seq=3, d_model=4]"). The name of a type is read from
 // the compiler's function signature, so user-defined name types need nothing extra.

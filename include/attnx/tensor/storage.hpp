@@ -48,58 +48,6 @@ class storage<T, N, true> {
   std::array<T, N> a_{};
 };
 
-template <class T, std::size_t N>
-class storage<T, N, false> {
- public:
-  constexpr storage() : p_(allocate()) {
-    if (std::is_constant_evaluated()) return;  // allocate() value-initialised already
-    std::fill_n(p_, N, T{});
-  }
-  constexpr explicit storage(uninitialized_t) : p_(allocate()) {}
-  constexpr storage(uninitialized_t, std::size_t) : p_(allocate()) {}
-  constexpr explicit storage(std::size_t) : storage() {}
-  static constexpr std::size_t size() noexcept { return N; }
-  constexpr storage(const storage& o) : p_(allocate()) { std::copy_n(o.p_, N, p_); }
-  constexpr storage(storage&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
-  constexpr storage& operator=(const storage& o) {
-    if (this != &o) {
-      if (!p_) p_ = allocate();
-      std::copy_n(o.p_, N, p_);
-    }
-    return *this;
-  }
-  constexpr storage& operator=(storage&& o) noexcept {
-    std::swap(p_, o.p_);
-    return *this;
-  }
-  constexpr ~storage() { release(); }
-  constexpr T* data() noexcept { return p_; }
-  constexpr const T* data() const noexcept { return p_; }
-  static constexpr bool on_heap = true;
-
- private:
-  static constexpr T* allocate() {
-    if (std::is_constant_evaluated()) {
-      T* p = std::allocator<T>{}.allocate(N);
-      for (std::size_t i = 0; i < N; ++i) std::construct_at(p + i);
-      return p;
-    }
-    static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
-    static_assert(heap_alignment <= exec::memory_alignment);
-    return static_cast<T*>(exec::allocate_bytes(N * sizeof(T)));  // large blocks reused (exec/memory.hpp)
-  }
-  constexpr void release() {
-    if (!p_) return;
-    if (std::is_constant_evaluated()) {
-      std::allocator<T>{}.deallocate(p_, N);
-    } else {
-      exec::release_bytes(p_, N * sizeof(T));
-    }
-    p_ = nullptr;
-  }
-  T* p_;
-};
-
 // A run-time count of elements on the heap (zero elements: no allocation).
 template <class T>
 class storage<T, dyn, false> {
@@ -143,7 +91,8 @@ class storage<T, dyn, false> {
       return p;
     }
     static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
-    return static_cast<T*>(exec::allocate_bytes(n * sizeof(T)));
+    static_assert(heap_alignment <= exec::memory_alignment);
+    return static_cast<T*>(exec::allocate_bytes(n * sizeof(T)));  // large blocks reused (exec/memory.hpp)
   }
   constexpr void release() {
     if (!p_) return;
@@ -156,6 +105,19 @@ class storage<T, dyn, false> {
   }
   T* p_ = nullptr;
   std::size_t n_ = 0;
+};
+
+// N elements on the heap (beyond inline_bytes): the run-time-count storage with its count fixed.
+template <class T, std::size_t N>
+class storage<T, N, false> : public storage<T, dyn, false> {
+  using base = storage<T, dyn, false>;
+
+ public:
+  constexpr storage() : base(N) {}
+  constexpr explicit storage(uninitialized_t) : base(uninitialized, N) {}
+  constexpr storage(uninitialized_t, std::size_t) : base(uninitialized, N) {}
+  constexpr explicit storage(std::size_t) : base(N) {}
+  static constexpr std::size_t size() noexcept { return N; }
 };
 
 }  // namespace attnx

@@ -1,6 +1,7 @@
 // attnx: basic_tensor, the owning tensor with a static shape.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstddef>
@@ -44,9 +45,6 @@ constexpr std::array<std::size_t, Shape::rank> row_major_strides() {
   return s;
 }
 
-// Two extents that may be equal: equal, or one of them known at run time only.
-constexpr bool extents_may_equal(std::size_t a, std::size_t b) noexcept { return a == b || a == dyn || b == dyn; }
-
 // The assignment rule: the source's shape must be the target's (names unify, extents equal; a dyn extent
 // is checked at run time). Returns the first offending axis, or rank if none.
 template <class Target, class Source>
@@ -57,7 +55,7 @@ constexpr std::size_t first_assignment_mismatch() {
     std::size_t bad = Target::rank;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((bad == Target::rank &&
-                (!extents_may_equal(Target::template extent<I>, Source::template extent<I>) ||
+                (!may_equal_extents(Target::template extent<I>, Source::template extent<I>) ||
                  !names_unify_v<typename Target::template axis_t<I>::name, typename Source::template axis_t<I>::name>)
             ? (bad = I, 0)
             : 0),
@@ -79,42 +77,69 @@ constexpr void check_assignment_dims(const dims_t<Target::rank>& target, const d
                          "target_extent", target[k], "source_extent", source[k]);
 }
 
-// The static constants of a tensor or view whose shape is static (size, extents, strides); a shape with a
-// dyn extent has none: its extents are read with dims(), its element count with numel().
-template <class Shape, bool Static = Shape::is_static>
-struct static_layout {
+// d with Shape's static extents where it has them (the extents a target of shape Shape would need).
+template <class Shape>
+constexpr dims_t<Shape::rank> with_static_extents(dims_t<Shape::rank> d) noexcept {
+  for (std::size_t k = 0; k < Shape::rank; ++k)
+    if (Shape::extents[k] != dyn) d[k] = Shape::extents[k];
+  return d;
+}
+
+// Run-time extents given for a shape (to a constructor) must be its static extents where it has them.
+template <class Shape>
+constexpr void check_given_extents(const char* what, const dims_t<Shape::rank>& d) {
+  for (std::size_t k = 0; k < Shape::rank; ++k)
+    if (Shape::extents[k] != dyn && Shape::extents[k] != d[k])
+      throw_extent_error(std::string(what) + ": an extent given for a static axis differs from it (axis " + std::to_string(k) +
+                             " of " + shape_string<Shape>() + ")",
+                         "static_extent", Shape::extents[k], "given_extent", d[k]);
+}
+
+// What a tensor or view knows of its extents. A static shape: constants (size, extents, strides) and
+// nothing stored. A shape with a dyn extent: the run-time extents, read with dims() and numel() (no size,
+// extents or strides constants). Owning (a tensor): a moved-from holder is empty, as its storage is;
+// a view's extents are copied with its pointer.
+template <class Shape, bool Owning, bool Static = Shape::is_static>
+struct extents_holder {
   static constexpr std::size_t size = Shape::size;
   static constexpr std::array<std::size_t, Shape::rank> extents = Shape::extents;
   static constexpr std::array<std::size_t, Shape::rank> strides = row_major_strides<Shape>();
-};
-template <class Shape>
-struct static_layout<Shape, false> {};
+  // The extents (run-time values of the dyn axes included), the element count, one extent.
+  static constexpr dims_t<Shape::rank> dims() noexcept { return Shape::extents; }
+  static constexpr std::size_t numel() noexcept { return Shape::size; }
+  static constexpr std::size_t extent(std::size_t k) noexcept { return Shape::extents[k]; }
 
-// The run-time extents a tensor or view keeps when its shape has a dyn extent (nothing otherwise).
-template <class Shape, bool Static = Shape::is_static>
-struct held_dims {
-  constexpr held_dims() noexcept = default;
-  constexpr explicit held_dims(const dims_t<Shape::rank>&) noexcept {}
-  static constexpr dims_t<Shape::rank> get() noexcept { return Shape::extents; }
-  constexpr void set(const dims_t<Shape::rank>&) noexcept {}
+ protected:
+  constexpr extents_holder() noexcept = default;
+  constexpr explicit extents_holder(const dims_t<Shape::rank>&) noexcept {}
+  constexpr void set_dims(const dims_t<Shape::rank>&) noexcept {}
 };
-template <class Shape>
-struct held_dims<Shape, false> {
-  constexpr held_dims() noexcept {
-    for (std::size_t k = 0; k < Shape::rank; ++k) d[k] = Shape::extents[k] == dyn ? 0 : Shape::extents[k];
+template <class Shape, bool Owning>
+struct extents_holder<Shape, Owning, false> {
+  constexpr dims_t<Shape::rank> dims() const noexcept { return d_; }
+  constexpr std::size_t numel() const noexcept { return dims_size<Shape::rank>(d_); }
+  constexpr std::size_t extent(std::size_t k) const noexcept { return d_[k]; }
+
+ protected:
+  constexpr extents_holder() noexcept : d_(with_static_extents<Shape>({})) {}  // dyn axes 0
+  constexpr explicit extents_holder(const dims_t<Shape::rank>& d) noexcept : d_(d) {}
+  constexpr extents_holder(const extents_holder&) noexcept = default;
+  constexpr extents_holder& operator=(const extents_holder&) noexcept = default;
+  constexpr extents_holder(extents_holder&& o) noexcept : d_(o.d_) {
+    if constexpr (Owning) o.d_ = with_static_extents<Shape>({});
   }
-  constexpr explicit held_dims(const dims_t<Shape::rank>& x) noexcept : d(x) {}
-  // A moved-from tensor is empty (its storage went with the move): its dyn extents become 0 too.
-  constexpr held_dims(const held_dims&) noexcept = default;
-  constexpr held_dims& operator=(const held_dims&) noexcept = default;
-  constexpr held_dims(held_dims&& o) noexcept : d(o.d) { o.d = held_dims().d; }
-  constexpr held_dims& operator=(held_dims&& o) noexcept {
-    std::swap(d, o.d);
+  constexpr extents_holder& operator=(extents_holder&& o) noexcept {
+    if constexpr (Owning) {
+      std::swap(d_, o.d_);  // as storage's move assignment swaps the buffers
+    } else {
+      d_ = o.d_;
+    }
     return *this;
   }
-  constexpr dims_t<Shape::rank> get() const noexcept { return d; }
-  constexpr void set(const dims_t<Shape::rank>& x) noexcept { d = x; }
-  dims_t<Shape::rank> d{};
+  constexpr void set_dims(const dims_t<Shape::rank>& d) noexcept { d_ = d; }
+
+ private:
+  dims_t<Shape::rank> d_;
 };
 
 // Full extents from the run-time values given for a shape's dyn axes (or for all its axes); a value given
@@ -123,21 +148,16 @@ template <class Shape, class... I>
 constexpr dims_t<Shape::rank> dims_from(const char* what, I... given) {
   static_assert(sizeof...(I) == Shape::dynamic_count || sizeof...(I) == Shape::rank,
                 "attnx: give one run-time extent per dyn axis (or one per axis)");
+  ((static_cast<long long>(given) < 0 ? throw extent_error(std::string("attnx: ") + what + ": a negative extent") : void()), ...);
   const std::size_t g[sizeof...(I) + 1] = {static_cast<std::size_t>(given)..., 0};
   dims_t<Shape::rank> d{};
-  std::size_t next = 0;
-  for (std::size_t k = 0; k < Shape::rank; ++k) {
-    if constexpr (sizeof...(I) == Shape::rank && Shape::dynamic_count != Shape::rank) {
-      d[k] = g[k];
-      if (Shape::extents[k] != dyn && g[k] != Shape::extents[k])
-        throw_extent_error(std::string(what) + ": an extent given for a static axis differs from it (axis " + std::to_string(k) +
-                               " of " + shape_string<Shape>() + ")",
-                           "static_extent", Shape::extents[k], "given_extent", g[k]);
-    } else {
-      d[k] = Shape::extents[k] == dyn ? g[next++] : Shape::extents[k];
-    }
+  if constexpr (sizeof...(I) == Shape::rank) {
+    for (std::size_t k = 0; k < Shape::rank; ++k) d[k] = g[k];
+    check_given_extents<Shape>(what, d);
+  } else {
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < Shape::rank; ++k) d[k] = Shape::extents[k] == dyn ? g[next++] : Shape::extents[k];
   }
-  ((static_cast<long long>(given) < 0 ? throw extent_error(std::string("attnx: ") + what + ": a negative extent") : void()), ...);
   return d;
 }
 
@@ -165,7 +185,7 @@ constexpr bool check_assignment() {
     if constexpr (Target::rank > 0) {
       using TA = typename Target::template axis_t<j>;
       using SA = typename Source::template axis_t<j>;
-      constexpr bool extents_ok = detail::extents_may_equal(TA::extent, SA::extent);
+      constexpr bool extents_ok = may_equal_extents(TA::extent, SA::extent);
       static_assert(Quiet || i == Target::rank || extents_ok ||
                         error::holds<error::assignment_extents_differ<error::axis_index<j>, error::target_extent<TA::extent>,
                                                                       error::source_extent<SA::extent>,
@@ -214,10 +234,11 @@ constexpr void assign_into(T* dst, const E& e);
 // the tensor keeps its run-time extents: tensor<float, dyn, 64> x(37) is 37 x 64 zeros; assigning an
 // expression takes the expression's extents on the dyn axes.
 template <class T, class Shape>
-class basic_tensor : public expression_tag, public detail::static_layout<Shape> {
+class basic_tensor : public expression_tag, public detail::extents_holder<Shape, true> {
   static_assert(is_shape_v<Shape>, "attnx: basic_tensor<T, Shape> needs an attnx::shape");
   static_assert(std::is_arithmetic_v<T>, "attnx: tensor elements must be arithmetic (float, double, bool, ...)");
   static constexpr bool dynamic = !Shape::is_static;
+  using extents_base = detail::extents_holder<Shape, true>;
   using store_t = storage<T, (dynamic ? dyn : Shape::size)>;
 
  public:
@@ -241,13 +262,13 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
     requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
   constexpr basic_tensor(uninitialized_t, I... e) : basic_tensor(detail::dims_from<Shape>("tensor", e...), uninitialized) {}
   // The same with the extents as an array (all axes).
-  constexpr basic_tensor(const dims_t<rank>& d, uninitialized_t) : dims_(checked(d)), s_(uninitialized, detail_size(d)) {}
+  constexpr basic_tensor(const dims_t<rank>& d, uninitialized_t) : extents_base(checked(d)), s_(uninitialized, numel()) {}
 
   // Nested braces, one level per axis: tensor<double, 2, 3> a{{1, 2, 3}, {4, 5, 6}}; a dyn axis takes
   // the braces' count. A wrong count throws std::invalid_argument (a compile error in a constant expression).
   constexpr basic_tensor(typename detail::nested_list<T, rank>::type init)
     requires(rank >= 1)
-      : dims_(nested_dims(init)), s_(uninitialized, numel()) {
+      : extents_base(nested_dims(init)), s_(uninitialized, numel()) {
     std::size_t pos = 0;
     fill_nested<0>(init, pos);
   }
@@ -255,9 +276,7 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
   // Evaluates an expression (see attnx/eval/assign.hpp).
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, basic_tensor>)
-  constexpr basic_tensor(const E& e) : dims_(source_dims(e)), s_(uninitialized, numel()) {
-    if constexpr (check_assignable<T, Shape, E>()) assign_into(data(), e);
-  }
+  constexpr basic_tensor(const E& e) : basic_tensor(e, source_dims(e)) {}
 
   // Evaluates into a fresh buffer first, so `a = a * b` reads the old `a` throughout. A dyn axis takes the
   // expression's extent; a static one must match it.
@@ -269,8 +288,7 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
       if (!std::is_constant_evaluated() && d == dims() && !reads_memory(e, data(), numel())) {
         assign_into(data(), e);
       } else {
-        basic_tensor fresh(e);
-        *this = std::move(fresh);
+        *this = basic_tensor(e, d);
       }
     }
     return *this;
@@ -281,7 +299,7 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
   static constexpr basic_tensor from_flat(std::span<const T> flat, I... e) {
     basic_tensor t = make_uninitialized(e...);
     if (flat.size() != t.numel()) throw std::length_error(t.size_message(flat.size()));
-    for (std::size_t i = 0; i < t.numel(); ++i) t.data()[i] = flat[i];
+    std::copy_n(flat.data(), flat.size(), t.data());
     return t;
   }
   // Element (i, j, ...) = f(i, j, ...) (then the dyn axes' extents).
@@ -304,20 +322,13 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
   template <std::integral... I>
   static constexpr basic_tensor filled(T v, I... e) {
     basic_tensor t = make_uninitialized(e...);
-    for (std::size_t i = 0; i < t.numel(); ++i) t.data()[i] = v;
+    std::fill_n(t.data(), t.numel(), v);
     return t;
   }
 
-  // The extents (run-time values of the dyn axes included), the element count, one extent.
-  constexpr dims_t<rank> dims() const noexcept { return dims_.get(); }
-  constexpr std::size_t numel() const noexcept {
-    if constexpr (dynamic) {
-      return detail_size(dims_.get());
-    } else {
-      return Shape::size;
-    }
-  }
-  constexpr std::size_t extent(std::size_t k) const noexcept { return dims()[k]; }
+  using extents_base::dims;
+  using extents_base::extent;
+  using extents_base::numel;
 
   template <std::integral... I>
     requires(sizeof...(I) == rank)
@@ -365,39 +376,29 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
   }
 
   friend constexpr bool operator==(const basic_tensor& a, const basic_tensor& b) {
-    if (a.dims() != b.dims()) return false;
-    for (std::size_t i = 0; i < a.numel(); ++i)
-      if (!(a.data()[i] == b.data()[i])) return false;
-    return true;
+    return a.dims() == b.dims() && std::equal(a.begin(), a.end(), b.begin());
   }
 
  private:
-  static constexpr std::size_t detail_size(const dims_t<rank>& d) noexcept { return dims_size<rank>(d); }
+  // The expression evaluated into extents d (source_dims(e), checked).
+  template <class E>
+  constexpr basic_tensor(const E& e, const dims_t<rank>& d) : extents_base(d), s_(uninitialized, numel()) {
+    if constexpr (check_assignable<T, Shape, E>()) assign_into(data(), e);
+  }
   static constexpr const dims_t<rank>& checked(const dims_t<rank>& d) {
-    if (!dims_match<Shape>(d))
-      for (std::size_t k = 0; k < rank; ++k)
-        if (Shape::extents[k] != dyn && Shape::extents[k] != d[k])
-          detail::throw_extent_error("tensor: an extent given for a static axis differs from it (axis " + std::to_string(k) +
-                                         " of " + shape_string<Shape>() + ")",
-                                     "static_extent", Shape::extents[k], "given_extent", d[k]);
+    detail::check_given_extents<Shape>("tensor", d);
     return d;
   }
+  // The extents an expression gives this tensor (the assignment rule's run-time half where one is dyn).
   template <class E>
   static constexpr dims_t<rank> source_dims(const E& e) {
     if constexpr (failed_v<E> || shape_of_t<E>::rank != rank) {
-      return detail::held_dims<Shape>().get();
+      return detail::with_static_extents<Shape>({});  // reported at compile time
     } else if constexpr (shape_of_t<E>::is_static) {
       return shape_of_t<E>::extents;  // checked at compile time
     } else {
       const auto d = dims_of(e);
-      if constexpr (!dynamic) {
-        detail::check_assignment_dims<Shape>(Shape::extents, d);
-      } else {
-        dims_t<rank> want = d;
-        for (std::size_t k = 0; k < rank; ++k)
-          if (Shape::extents[k] != dyn) want[k] = Shape::extents[k];
-        detail::check_assignment_dims<Shape>(want, d);
-      }
+      detail::check_assignment_dims<Shape>(detail::with_static_extents<Shape>(d), d);
       return d;
     }
   }
@@ -426,24 +427,16 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
   }
   // The extents the nested braces give (dyn axes from the first list at each level).
   template <class List>
-  static constexpr detail::held_dims<Shape> nested_dims(const List& init) {
-    if constexpr (!dynamic) {
-      return {};
-    } else {
-      dims_t<rank> d{};
-      read_nested_dims<0>(init, d);
-      return detail::held_dims<Shape>(d);
-    }
+  static constexpr dims_t<rank> nested_dims(const List& init) {
+    dims_t<rank> d = detail::with_static_extents<Shape>({});
+    if constexpr (dynamic) read_nested_dims<0>(init, d);
+    return d;
   }
   template <std::size_t Level, class List>
   static constexpr void read_nested_dims(const List& list, dims_t<rank>& d) {
-    d[Level] = Shape::extents[Level] == dyn ? list.size() : Shape::extents[Level];
+    if (Shape::extents[Level] == dyn) d[Level] = list.size();
     if constexpr (Level + 1 < rank) {
-      if (list.size() > 0) {
-        read_nested_dims<Level + 1>(*list.begin(), d);
-      } else {
-        for (std::size_t k = Level + 1; k < rank; ++k) d[k] = Shape::extents[k] == dyn ? 0 : Shape::extents[k];
-      }
+      if (list.size() > 0) read_nested_dims<Level + 1>(*list.begin(), d);
     }
   }
   template <std::size_t Level, class List>
@@ -459,7 +452,6 @@ class basic_tensor : public expression_tag, public detail::static_layout<Shape> 
     }
   }
 
-  [[no_unique_address]] detail::held_dims<Shape> dims_;
   store_t s_;
 };
 

@@ -6,6 +6,7 @@
 // assigned an expression.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <span>
@@ -21,10 +22,11 @@
 namespace attnx {
 
 template <class T, class Shape>
-class basic_view : public expression_tag, public detail::static_layout<Shape> {
+class basic_view : public expression_tag, public detail::extents_holder<Shape, false> {
   using element = std::remove_const_t<T>;
   static_assert(is_shape_v<Shape>, "attnx: basic_view<T, Shape> needs an attnx::shape");
   static constexpr bool dynamic = !Shape::is_static;
+  using extents_base = detail::extents_holder<Shape, false>;
 
  public:
   using value_type = element;
@@ -42,7 +44,7 @@ class basic_view : public expression_tag, public detail::static_layout<Shape> {
   // view<const float, dyn, dyn, 64>(p, batch, length).
   template <std::integral... I>
     requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
-  constexpr basic_view(T* data, I... e) : p_(data), dims_(detail::dims_from<Shape>("view", e...)) {
+  constexpr basic_view(T* data, I... e) : extents_base(detail::dims_from<Shape>("view", e...)), p_(data) {
     if (data == nullptr && numel() > 0)
       throw std::invalid_argument("attnx: a view of shape " + shape_string<Shape>(dims()) + " over a null pointer");
   }
@@ -77,7 +79,7 @@ class basic_view : public expression_tag, public detail::static_layout<Shape> {
   // A view of a whole tensor of the same shape.
   constexpr basic_view(std::conditional_t<std::is_const_v<T>, const basic_tensor<element, Shape>&,
                                           basic_tensor<element, Shape>&> t) noexcept
-      : p_(t.data()), dims_(t.dims()) {}
+      : extents_base(t.dims()), p_(t.data()) {}
   // A tensor of another shape or element type: one error naming the rule and both shapes (or both
   // element types), instead of a list of candidate constructors. A tensor whose axes differ only in
   // names that unify (an unnamed axis takes any name), or in a dyn extent on either side (checked at run
@@ -113,15 +115,9 @@ class basic_view : public expression_tag, public detail::static_layout<Shape> {
   }
 
   constexpr T* data() const noexcept { return p_; }
-  constexpr dims_t<rank> dims() const noexcept { return dims_.get(); }
-  constexpr std::size_t numel() const noexcept {
-    if constexpr (dynamic) {
-      return dims_size<rank>(dims_.get());
-    } else {
-      return Shape::size;
-    }
-  }
-  constexpr std::size_t extent(std::size_t k) const noexcept { return dims()[k]; }
+  using extents_base::dims;
+  using extents_base::extent;
+  using extents_base::numel;
   constexpr auto span() const noexcept {
     if constexpr (dynamic) {
       return std::span<T>(p_, numel());
@@ -148,8 +144,8 @@ class basic_view : public expression_tag, public detail::static_layout<Shape> {
       if (!std::is_constant_evaluated() && !reads_memory(e, p_, numel())) {
         assign_into(p_, e);
       } else {
-        basic_tensor<element, Shape> fresh(e);
-        for (std::size_t i = 0; i < numel(); ++i) p_[i] = fresh.data()[i];
+        const basic_tensor<element, Shape> fresh(e);
+        std::copy_n(fresh.data(), fresh.numel(), p_);
       }
     }
     return *this;
@@ -166,16 +162,11 @@ class basic_view : public expression_tag, public detail::static_layout<Shape> {
   }
 
  private:
+  // Another tensor's or view's memory, of extents d (the assignment rule's run-time half where one is dyn).
   template <class S2>
   constexpr void adopt(T* p, const dims_t<rank>& d) {
-    if constexpr (!dynamic && !S2::is_static) detail::check_assignment_dims<Shape>(Shape::extents, d, "view");
-    if constexpr (dynamic) {
-      dims_t<rank> want = d;
-      for (std::size_t k = 0; k < rank; ++k)
-        if (Shape::extents[k] != dyn) want[k] = Shape::extents[k];
-      detail::check_assignment_dims<Shape>(want, d, "view");
-      dims_.set(d);
-    }
+    if constexpr (dynamic || !S2::is_static) detail::check_assignment_dims<Shape>(detail::with_static_extents<Shape>(d), d, "view");
+    this->set_dims(d);
     p_ = p;
   }
   static constexpr basic_view from_range(T* data, std::size_t count) {
@@ -196,7 +187,6 @@ class basic_view : public expression_tag, public detail::static_layout<Shape> {
            std::to_string(got);
   }
   T* p_;
-  [[no_unique_address]] detail::held_dims<Shape> dims_;
 };
 
 // view<const float, 128, 64>: the shape written as extents, as for tensor.
