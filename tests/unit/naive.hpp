@@ -2,6 +2,7 @@
 // without any attnx code, in the most obvious way.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -64,6 +65,41 @@ mat attention(const mat& q, const mat& k, const mat& v, std::size_t lq, std::siz
 
 // A static-shape tensor (any type with size, value_type and data()) filled from m, element by element.
 // A size mismatch is a bug in the test: it throws.
+// Grouped-query self-attention heads of x (B, L, Dm): q = x wq (Dm, H d), k = x wk and v = x wv (Dm, Hkv d);
+// query head h reads key/value head h / (H / Hkv); allowed(b, i, j). The heads (B, H, L, d), row-major.
+template <class Allowed>
+mat gqa_heads(const mat& x, const mat& wq, const mat& wk, const mat& wv, std::size_t B, std::size_t L, std::size_t Dm,
+              std::size_t H, std::size_t Hkv, std::size_t d, Allowed allowed) {
+  const std::size_t G = H / Hkv;
+  mat heads(B * H * L * d);
+  for (std::size_t b = 0; b < B; ++b) {
+    const mat xb(x.begin() + long(b * L * Dm), x.begin() + long((b + 1) * L * Dm));
+    const mat q = matmul(xb, wq, L, Dm, H * d), k = matmul(xb, wk, L, Dm, Hkv * d), v = matmul(xb, wv, L, Dm, Hkv * d);
+    for (std::size_t h = 0; h < H; ++h) {
+      mat qh(L * d), kh(L * d), vh(L * d);
+      for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t c = 0; c < d; ++c) {
+          qh[l * d + c] = q[l * H * d + h * d + c];
+          kh[l * d + c] = k[l * Hkv * d + (h / G) * d + c];
+          vh[l * d + c] = v[l * Hkv * d + (h / G) * d + c];
+        }
+      const mat oh = attention(qh, kh, vh, L, L, d, d, [&](std::size_t i, std::size_t j) { return allowed(b, i, j); });
+      std::copy(oh.begin(), oh.end(), heads.begin() + long(((b * H + h) * L) * d));
+    }
+  }
+  return heads;
+}
+
+// Heads (B, H, L, d) side by side: (B, L, H d).
+inline mat merge_heads(const mat& heads, std::size_t B, std::size_t H, std::size_t L, std::size_t d) {
+  mat out(heads.size());
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t c = 0; c < d; ++c) out[((b * L + l) * H + h) * d + c] = heads[((b * H + h) * L + l) * d + c];
+  return out;
+}
+
 template <class Tensor>
 Tensor make(const mat& m) {
   if (m.size() != Tensor::size) throw std::length_error("naive::make: wrong element count");

@@ -10,28 +10,14 @@
 #include <vector>
 
 #include "naive.hpp"
+#include "support.hpp"
 
 using namespace attnx;
 using naive::make;
 using naive::mat;
+using namespace test_support;
 
 namespace {
-template <class Tensor>
-double max_err(const Tensor& got, const mat& want) {
-  double worst = 0;
-  for (std::size_t i = 0; i < Tensor::size; ++i) {
-    if (std::isnan(want[i]) != std::isnan(double(got.data()[i]))) return std::numeric_limits<double>::infinity();
-    if (!std::isnan(want[i])) worst = std::max(worst, std::abs(double(got.data()[i]) - want[i]));
-  }
-  return worst;
-}
-// Runs an evaluation and reports whether it took the fused path.
-template <class Out, class E>
-bool evaluated_fused(Out& out, const E& e) {
-  const auto before = default_context().fused_runs();
-  out = e;
-  return default_context().fused_runs() == before + 1;
-}
 // Slices batch item / head n of a flat (N, rows, cols) buffer.
 mat slice(const mat& m, std::size_t n, std::size_t rows, std::size_t cols) {
   return mat(m.begin() + n * rows * cols, m.begin() + (n + 1) * rows * cols);

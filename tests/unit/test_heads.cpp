@@ -9,19 +9,13 @@
 #include <vector>
 
 #include "naive.hpp"
+#include "support.hpp"
 
 using namespace attnx;
 using naive::make;
 using naive::mat;
+using namespace test_support;
 
-namespace {
-template <class Out, class E>
-bool evaluated_fused(Out& out, const E& e) {
-  const auto before = default_context().fused_runs();
-  out = e;
-  return default_context().fused_runs() == before + 1;
-}
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(split_merge_repeat_index_maps) {
   constexpr std::size_t B = 2, L = 3, H = 4, d = 5;
@@ -72,29 +66,9 @@ void mha_case(double tol) {
   tensor<T, B, L, Dm> out = merge_heads(heads_out()) * WO;
 
   // Reference: per batch item and head, plain loops.
-  mat want_heads(B * H * L * d), want_out(B * L * Dm);
-  for (std::size_t b = 0; b < B; ++b) {
-    const mat xb(x.begin() + b * L * Dm, x.begin() + (b + 1) * L * Dm);
-    const mat q = naive::matmul(xb, wq, L, Dm, Dm), k = naive::matmul(xb, wk, L, Dm, Hkv * d), v = naive::matmul(xb, wv, L, Dm, Hkv * d);
-    mat concat(L * Dm);
-    for (std::size_t h = 0; h < H; ++h) {
-      mat qh(L * d), kh(L * d), vh(L * d);
-      for (std::size_t l = 0; l < L; ++l)
-        for (std::size_t c = 0; c < d; ++c) {
-          qh[l * d + c] = q[l * Dm + h * d + c];
-          kh[l * d + c] = k[l * Hkv * d + (h / G) * d + c];
-          vh[l * d + c] = v[l * Hkv * d + (h / G) * d + c];
-        }
-      const mat oh = naive::attention(qh, kh, vh, L, L, d, d, [&](auto i, auto j) { return j <= i && j < lens[b]; });
-      for (std::size_t l = 0; l < L; ++l)
-        for (std::size_t c = 0; c < d; ++c) {
-          want_heads[((b * H + h) * L + l) * d + c] = oh[l * d + c];
-          concat[l * Dm + h * d + c] = oh[l * d + c];
-        }
-    }
-    const mat ob = naive::matmul(concat, wo, L, Dm, Dm);
-    std::copy(ob.begin(), ob.end(), want_out.begin() + b * L * Dm);
-  }
+  const mat want_heads = naive::gqa_heads(x, wq, wk, wv, B, L, Dm, H, Hkv, d,
+                                          [&](std::size_t b, std::size_t i, std::size_t j) { return j <= i && j < lens[b]; });
+  const mat want_out = naive::matmul(naive::merge_heads(want_heads, B, H, L, d), wo, B * L, Dm, Dm);
   double e1 = 0, e2 = 0, e3 = 0;
   for (std::size_t i = 0; i < want_heads.size(); ++i) {
     e1 = std::max(e1, std::abs(double(fused_heads.data()[i]) - want_heads[i]));

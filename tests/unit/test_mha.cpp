@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "naive.hpp"
+#include "support.hpp"
 
 using namespace attnx;
 using naive::make;
 using naive::mat;
+using namespace test_support;
 
 namespace {
 
@@ -98,27 +100,6 @@ void reference_mha(const ref_config& c, const ref_weights& w, const mat& x, cons
 }
 
 // ---- fixtures -----------------------------------------------------------------------------------
-// Random values, rounded to T (the reference then computes with exactly the module's weights).
-template <class T>
-mat rounded(std::size_t n, unsigned seed) {
-  mat m = naive::random(n, seed);
-  for (auto& x : m) x = static_cast<double>(static_cast<T>(x));
-  return m;
-}
-template <class T>
-std::vector<T> as(const mat& m) {
-  return std::vector<T>(m.begin(), m.end());
-}
-template <class Tensor>
-double max_err(const Tensor& got, const mat& want) {
-  double worst = 0;
-  for (std::size_t i = 0; i < Tensor::size; ++i) {
-    const double g = double(got.data()[i]);
-    if (!std::isfinite(g)) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, std::abs(g - want[i]));
-  }
-  return worst;
-}
 
 template <class M>
 struct fixture {
@@ -187,7 +168,7 @@ void check(const std::string& what, const fixture<M>& f, const X& x, const Mem& 
   reference_mha(f.config(B, Lq, Lk), f.w, xs, ms, allowed, want, want_probs);
 
   using Y = result_t<decltype(call(f.m, x, mem, masks...))>;
-  static_assert(same_extents_v<shape_of_t<Y>, SX>, "the output has the input's shape");
+  static_assert(shape_of_t<Y>::extents == SX::extents, "the output has the input's shape");
   const auto runs0 = default_context().fused_runs();
   Y fused = call(f.m, x, mem, masks...);
   BOOST_TEST(default_context().fused_runs() == runs0 + 1, what << ": the fused kernel ran once");
