@@ -14,12 +14,13 @@
 #include <benchmark/benchmark.h>
 
 #include "attnx/attnx.hpp"
+#include "bench_mha_module.hpp"
 
 namespace {
 
 using attnx::dyn;
-constexpr std::size_t d = 64, D = 512, H = 8;
-using mha_t = attnx::multi_head_attention<float, D, H>;
+constexpr std::size_t d = 64;
+using bench::D;
 
 template <class Tn>
 void fill(Tn& t, unsigned seed) {
@@ -92,26 +93,13 @@ void BM_gemm_dyn(benchmark::State& state) {
   run_gemm(state, attnx::tensor<float, dyn, D>(std::size_t(state.range(0))), true);
 }
 
-// ---- MHA forward pass -----------------------------------------------------------------------------
-const mha_t& module() {
-  static const mha_t m = [] {
-    mha_t r;
-    std::mt19937 g(7);
-    std::normal_distribution<float> w(0.0f, 1.0f / 22.6f);
-    for (auto* p : {r.w_q.data(), r.w_k.data(), r.w_v.data(), r.w_o.data()})
-      for (std::size_t i = 0; i < D * D; ++i) p[i] = w(g);
-    for (auto* p : {r.b_q.data(), r.b_k.data(), r.b_v.data(), r.b_o.data()})
-      for (std::size_t i = 0; i < D; ++i) p[i] = 0.1f * w(g);
-    return r;
-  }();
-  return m;
-}
+// ---- MHA forward pass (the module of bench_mha) -------------------------------------------------
 template <class X>
 void run_mha(benchmark::State& state, X x, bool dynamic) {
   const std::size_t L = x.dims()[1];
   fill(x, 6);
   X y = x;
-  const mha_t& m = module();
+  const bench::mha_t& m = bench::module();
   const attnx::context ctx = one_thread();
   for (auto _ : state) {
     attnx::assign(y, m(x), ctx);
@@ -119,8 +107,7 @@ void run_mha(benchmark::State& state, X x, bool dynamic) {
     benchmark::ClobberMemory();
   }
   if (ctx.fused_runs() == 0) state.SkipWithError("the fused path was not taken");
-  const double l = double(L);
-  counters(state, L, 8.0 * l * D * D + double(H) * 4.0 * l * l * double(mha_t::d_k), dynamic);
+  counters(state, L, bench::mha_flops(1, L), dynamic);
 }
 template <std::size_t L>
 void BM_mha_static(benchmark::State& state) {

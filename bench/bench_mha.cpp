@@ -19,31 +19,15 @@
 #include <benchmark/benchmark.h>
 
 #include "attnx/attnx.hpp"
+#include "bench_mha_module.hpp"
 
 namespace {
 
-constexpr std::size_t D = 512, H = 8;
-using mha_t = attnx::multi_head_attention<float, D, H>;
-
-double mha_flops(std::size_t B, std::size_t L) {
-  const double b = double(B), l = double(L), d = double(D), dk = double(mha_t::d_k);
-  return 8.0 * b * l * d * d + b * double(H) * 4.0 * l * l * dk;
-}
-
-// A module with N(0, 1/d_model) weights and small biases, built once.
-const mha_t& module() {
-  static const mha_t m = [] {
-    mha_t r;
-    std::mt19937 g(7);
-    std::normal_distribution<float> w(0.0f, 1.0f / 22.6f);
-    for (auto* p : {r.w_q.data(), r.w_k.data(), r.w_v.data(), r.w_o.data()})
-      for (std::size_t i = 0; i < D * D; ++i) p[i] = w(g);
-    for (auto* p : {r.b_q.data(), r.b_k.data(), r.b_v.data(), r.b_o.data()})
-      for (std::size_t i = 0; i < D; ++i) p[i] = 0.1f * w(g);
-    return r;
-  }();
-  return m;
-}
+using bench::D;
+using bench::H;
+using bench::mha_t;
+using bench::mha_flops;
+using bench::module;
 
 template <std::size_t L, std::size_t B, bool Fused, unsigned Threads = 1>
 void BM_mha(benchmark::State& state) {

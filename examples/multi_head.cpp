@@ -9,6 +9,8 @@
 // code line by line (view, transpose(1, 2), matmul, softmax, transpose back, view).
 #include <attnx/attnx.hpp>
 
+#include "support/wave.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -22,16 +24,6 @@ constexpr std::size_t B = 2, L = 5, d_model_ = 12, h = 3, d_head = d_model_ / h;
 template <class E>
 std::string shape_of(const E&) {
   return shape_string<shape_of_t<E>>();
-}
-
-// Deterministic weights and input (no randomness, so the printed numbers never change).
-template <class Tensor>
-Tensor wave(double a, double b, double c) {
-  return Tensor::generate([&](auto... i) {
-    double s = 0, k = 1;
-    ((s += a * std::sin(b * double(i) * k + c), k += 1.3), ...);
-    return s;
-  });
 }
 
 int main() {

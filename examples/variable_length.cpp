@@ -14,6 +14,8 @@
 // first k rows of the output for the whole line (every prefix length is run).
 #include <attnx/attnx.hpp>
 
+#include "support/wave.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -26,16 +28,6 @@ using namespace attnx;
 constexpr std::size_t D = 32, H = 4;
 using mha_t = multi_head_attention<float, D, H>;
 using sequence = tensor<float, seq<dyn>, d_model<D>>;  // (L, d_model), L known at run time
-
-// Deterministic weights (no randomness, so the printed numbers never change).
-template <class Tensor>
-Tensor wave(double a, double b, double c) {
-  return Tensor::generate([&](auto... i) {
-    double s = 0, k = 1;
-    ((s += a * std::sin(b * double(i) * k + c), k += 1.3), ...);
-    return s;
-  });
-}
 
 // The characters of a line, one embedding row each.
 sequence embed(const std::string& line, const tensor<float, 128, D>& table) {
