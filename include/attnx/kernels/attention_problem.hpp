@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -49,12 +50,22 @@ struct score_step {
 
 inline constexpr std::size_t max_score_steps = 8;
 
+// How K and V are stored: in T, or (T = float only) as 16-bit attnx::bf16 / attnx::f16 values read into
+// float registers (k16 and v16 then name them; k and v are unused).
+enum class kv_storage : unsigned char { same, bf16, f16 };
+
 template <class T>  // float or double
 struct attention_problem {
   strided<const T> q;  // (batch, heads, lq, dk)
   strided<const T> k;  // (batch, kv_heads, lk, dk)
   strided<const T> v;  // (batch, kv_heads, lk, dv)
   strided<T> o;        // (batch, heads, lq, dv)
+  // Optional: the log-sum-exp of each row's scores, ln sum_j exp(s_ij), at lse.matrix(b, h)[i * lse.row]
+  // (-inf for a row with no visible key, +inf for a row with a +inf score, NaN for a NaN row). With o, the
+  // row's attention state (kernels/attention_state.hpp).
+  strided<T> lse{};
+  kv_storage kv = kv_storage::same;
+  strided<const std::uint16_t> k16{}, v16{};  // kv == bf16 or f16: (batch, kv_heads, lk, dk / dv)
   std::size_t batch = 1, heads = 1, kv_heads = 1, lq = 0, lk = 0, dk = 0, dv = 0;
   std::array<score_step<T>, max_score_steps> steps{};
   std::size_t n_steps = 0;

@@ -26,9 +26,11 @@
 #include "attnx/exec/context.hpp"
 #include "attnx/exec/memory.hpp"
 #include "attnx/kernels/attention_problem.hpp"
+#include "attnx/kernels/attention_state.hpp"
 #include "attnx/simd/isa.hpp"
 #include "attnx/simd/target.hpp"
 #include "attnx/simd/vec.hpp"
+#include "attnx/tensor/half.hpp"
 
 ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels::detail {
@@ -206,6 +208,7 @@ struct flash_shape<T, simd::avx512_t> {  // 32 registers: 24 accumulators + NI l
 namespace attnx::kernels::detail::scalar {
 using isa_tag = simd::scalar_t;
 #include "attnx/kernels/detail/flash_tile.inc"
+#include "attnx/kernels/detail/decode_tile.inc"
 }  // namespace attnx::kernels::detail::scalar
 
 #if ATTNX_SIMD_X86
@@ -213,12 +216,14 @@ ATTNX_TARGET_AVX2_BEGIN
 namespace attnx::kernels::detail::avx2 {
 using isa_tag = simd::avx2_t;
 #include "attnx/kernels/detail/flash_tile.inc"
+#include "attnx/kernels/detail/decode_tile.inc"
 }  // namespace attnx::kernels::detail::avx2
 ATTNX_TARGET_END
 ATTNX_TARGET_AVX512_BEGIN
 namespace attnx::kernels::detail::avx512 {
 using isa_tag = simd::avx512_t;
 #include "attnx/kernels/detail/flash_tile.inc"
+#include "attnx/kernels/detail/decode_tile.inc"
 }  // namespace attnx::kernels::detail::avx512
 ATTNX_TARGET_END
 #endif  // ATTNX_SIMD_X86
@@ -241,6 +246,8 @@ void validate(const attention_problem<T>& p) {
   if (p.kv_heads == 0 || p.heads % p.kv_heads != 0)
     throw std::invalid_argument("attnx::kernels::flash_attention: heads (" + std::to_string(p.heads) +
                                 ") must be a multiple of kv_heads (" + std::to_string(p.kv_heads) + ")");
+  if (p.kv != kv_storage::same && !std::is_same_v<T, float>)
+    throw std::invalid_argument("attnx::kernels::flash_attention: bf16 / f16 keys and values need float queries");
   if (p.n_steps > max_score_steps) throw std::invalid_argument("attnx::kernels::flash_attention: too many score steps");
   for (std::size_t s = 0; s < p.n_steps; ++s) {
     const score_step<T>& st = p.steps[s];
@@ -279,11 +286,9 @@ flash_kernel_ref<T> kernel_ref(const attention_problem<T>& p) {
 }
 
 // Splits the problem into (batch, head, query block) work items, longest first (causal blocks near the
-// diagonal are short), and runs them on the context's threads.
+// diagonal are short), and runs them on the context's threads. p: validated, not empty.
 template <class T>
 void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kernel_ref<T>& kernel) {
-  validate(p);
-  if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
   const score_plan<T> plan = make_plan(p);
 
   struct item {
@@ -354,10 +359,147 @@ void run_flash_sized(const attention_problem<T>& p, unsigned threads) {
   run_flash(p, threads, narrow ? kernel_ref<Narrow>(p) : kernel_ref<Wide>(p));
 }
 
+// ---- decoding: few query rows, many keys (detail/decode_tile.inc) ------------------------------------
+
+// Problems with at most this many query rows take the decode kernel.
+inline constexpr std::size_t decode_max_rows = 16;
+// Keys per split-K chunk. Fixed, so that the results do not depend on the number of threads.
+inline constexpr std::size_t decode_chunk = 512;
+
+// Work items (batch item, KV head, chunk of keys), each a partial state per row; then the merge.
+template <class T, class Kernel, class KV>
+void run_decode(const attention_problem<T>& p, strided<const KV> k, strided<const KV> v, unsigned threads) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const score_plan<T> plan = make_plan(p);
+  const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
+  const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
+  // Per batch item and row: the limit of each limit step, and the end of the keys read.
+  std::vector<std::size_t> limits(p.batch * std::max<std::size_t>(nl, 1) * rows), ends(p.batch * rows);
+  struct item {
+    std::uint32_t b, g;
+    std::size_t k0, k1;
+  };
+  std::vector<item> items;
+  std::vector<std::size_t> first(p.batch * p.kv_heads + 1);  // items of (b, g): [first[bg], first[bg + 1])
+  double work = 0;
+  for (std::size_t b = 0; b < p.batch; ++b) {
+    std::size_t kend = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::size_t e = p.lk;
+      for (std::size_t li = 0; li < nl; ++li) {
+        const std::size_t lim = step_limit(plan.steps[plan.limits[li]], p, b, r % p.lq);
+        limits[(b * nl + li) * rows + r] = lim;
+        if (skip && plan.skippable[li]) e = std::min(e, lim);
+      }
+      ends[b * rows + r] = e;
+      kend = std::max(kend, e);
+      work += double(e);
+    }
+    const std::size_t chunks = std::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
+    for (std::size_t g = 0; g < p.kv_heads; ++g) {
+      first[b * p.kv_heads + g] = items.size();
+      for (std::size_t c = 0; c < chunks; ++c)
+        items.push_back({static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), c * decode_chunk,
+                         std::min(kend, (c + 1) * decode_chunk)});
+    }
+  }
+  first[p.batch * p.kv_heads] = items.size();
+  const double flops = 2.0 * work * double(p.kv_heads) * double(p.dk + p.dv);
+  const auto by_work = static_cast<std::size_t>(std::max(1.0, flops / flash_min_flops_per_thread));
+  const auto slots = static_cast<unsigned>(std::min<std::size_t>({std::max(1u, threads), items.size(), by_work}));
+
+  const std::size_t per_state = rows * (p.dv + 2);
+  const std::size_t scratch = (Kernel::scratch_elems(rows, p.dk, p.dv) * sizeof(T) + 63) / 64 * 64;
+  const scratch_block states(items.size() * per_state * sizeof(T));
+  const scratch_block buf(scratch * slots);
+  T* st = reinterpret_cast<T*>(states.get());
+  exec::parallel_for(items.size(), slots, [&](std::size_t n, unsigned slot) {
+    const item& it = items[n];
+    Kernel::run(p, k.matrix(it.b, it.g), k.row, v.matrix(it.b, it.g), v.row, plan, it.b, it.g, it.k0, it.k1,
+                reinterpret_cast<T*>(buf.get() + scratch * slot), limits.data() + it.b * nl * rows,
+                ends.data() + it.b * rows, st + n * per_state);
+  });
+
+  // Merge the chunks of each (b, g), row by row, into the output (and the log-sum-exp).
+  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for (std::size_t g = 0; g < p.kv_heads; ++g) {
+      const std::size_t i0 = first[b * p.kv_heads + g], n = first[b * p.kv_heads + g + 1] - i0;
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t h = g * group + r / p.lq, i = r % p.lq;
+        T* o = p.o.matrix(b, h) + sz(i) * p.o.row;
+        const merged_row<T> m = merge_partials(n, st + i0 * per_state + r * (p.dv + 2), sz(per_state), p.dv, o);
+        const T lse = finish_row(m, o, p.dv);
+        if (p.lse.data) p.lse.matrix(b, h)[sz(i) * p.lse.row] = lse;
+      }
+    }
+}
+
+template <class T, template <class, class> class Kernel>
+void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
+  switch (p.kv) {
+    case kv_storage::same: return run_decode<T, Kernel<T, T>, T>(p, p.k, p.v, threads);
+    case kv_storage::bf16:
+    case kv_storage::f16:
+      if constexpr (std::is_same_v<T, float>) {
+        const strided<const bf16> kb{reinterpret_cast<const bf16*>(p.k16.data), p.k16.batch, p.k16.head, p.k16.row};
+        const strided<const bf16> vb{reinterpret_cast<const bf16*>(p.v16.data), p.v16.batch, p.v16.head, p.v16.row};
+        const strided<const f16> kf{reinterpret_cast<const f16*>(p.k16.data), p.k16.batch, p.k16.head, p.k16.row};
+        const strided<const f16> vf{reinterpret_cast<const f16*>(p.v16.data), p.v16.batch, p.v16.head, p.v16.row};
+        if (p.kv == kv_storage::bf16) return run_decode<T, Kernel<T, bf16>, bf16>(p, kb, vb, threads);
+        return run_decode<T, Kernel<T, f16>, f16>(p, kf, vf, threads);
+      }
+  }
+}
+
+// K and V stored as bf16 / f16 on the prefill path: converted to T once, then the ordinary kernel.
+template <class T>
+void widen_kv(const attention_problem<T>& p, std::vector<T>& k, std::vector<T>& v, attention_problem<T>& wide) {
+  wide = p;
+  wide.kv = kv_storage::same;
+  const auto widen = [&](strided<const std::uint16_t> src, std::size_t d, std::vector<T>& dst) -> strided<const T> {
+    dst.resize(p.batch * p.kv_heads * p.lk * d);
+    std::size_t n = 0;
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t g = 0; g < p.kv_heads; ++g) {
+        const std::uint16_t* m = src.matrix(b, g);
+        for (std::size_t j = 0; j < p.lk; ++j)
+          for (std::size_t c = 0; c < d; ++c) {
+            const std::uint16_t x = m[static_cast<std::ptrdiff_t>(j) * src.row + static_cast<std::ptrdiff_t>(c)];
+            dst[n++] = static_cast<T>(p.kv == kv_storage::bf16 ? float(bf16::from_bits(x)) : f16::to_float(x));
+          }
+      }
+    const auto row = static_cast<std::ptrdiff_t>(d);
+    return {dst.data(), static_cast<std::ptrdiff_t>(p.kv_heads * p.lk) * row, static_cast<std::ptrdiff_t>(p.lk) * row, row};
+  };
+  wide.k = widen(p.k16, p.dk, k);
+  wide.v = widen(p.v16, p.dv, v);
+}
+
 // The kernel of one instruction set (only where simd::cpu_supports(I)).
 template <class T, simd::isa I>
 void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "flash_attention: float or double");
+  validate(p);
+  if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
+  if (p.lq <= decode_max_rows) {
+    if constexpr (I == simd::isa::scalar) {
+      return run_decode_kv<T, scalar::decode_kernel>(p, threads);
+    }
+#if ATTNX_SIMD_X86
+    else if constexpr (I == simd::isa::avx2) {
+      return run_decode_kv<T, avx2::decode_kernel>(p, threads);
+    } else {
+      return run_decode_kv<T, avx512::decode_kernel>(p, threads);
+    }
+#endif
+  }
+  if (p.kv != kv_storage::same) {
+    std::vector<T> k, v;
+    attention_problem<T> wide;
+    widen_kv(p, k, v, wide);
+    return flash_attention_isa<T, I>(wide, threads);
+  }
   if constexpr (I == simd::isa::scalar) {
     run_flash(p, threads, kernel_ref<scalar::kernel<T>>(p));
   }

@@ -15,6 +15,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define ATTNX_SIMD_X86 1
+#include <cpuid.h>
 #else
 #define ATTNX_SIMD_X86 0
 #endif
@@ -59,7 +60,11 @@ inline cpu_features read_cpu() noexcept {
 #if ATTNX_SIMD_X86
   __builtin_cpu_init();  // may run before libgcc's own initialiser (static initialisation)
   // __builtin_cpu_supports also checks that the OS saves the vector registers (XGETBV).
-  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // F16C (half-precision conversions, for f16 keys and values) has no name in clang 14's builtin: cpuid
+  // leaf 1, ECX bit 29. Every AVX2 CPU has it; the AVX2 path requires it.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif

@@ -4,6 +4,9 @@
 //   W                       lanes
 //   zero, set1, load, store (aligned), add, sub, mul, div, fmadd(a, b, c) = a * b + c (fused on the
 //                           vector paths; the one-lane path leaves it to the compiler, for speed)
+//   loadu                   unaligned load
+//   load_bf16, load_f16     (float only) W 16-bit values (attnx::bf16 / f16 bits, unaligned) as floats
+//   reduce_add, reduce_max  the sum / max of the lanes (max: NaN lanes may be dropped or kept)
 //   fma_exact(a, b, c)      a * b + c with one rounding on every path
 //   div_or_zero(a, l)       a / l, and 0 where l == 0
 //   max_keep(x, m)          max, m where x is NaN (x86 maxps: NaN -> second operand)
@@ -32,6 +35,7 @@
 #include <type_traits>
 
 #include "attnx/simd/isa.hpp"
+#include "attnx/tensor/half.hpp"
 #include "attnx/simd/target.hpp"
 
 namespace attnx::simd {
@@ -49,6 +53,11 @@ struct vec<T, scalar_t> {
   static reg zero() { return T(0); }
   static reg set1(T x) { return x; }
   static reg load(const T* p) { return *p; }
+  static reg loadu(const T* p) { return *p; }
+  static reg load_bf16(const std::uint16_t* p) { return bf16::from_bits(*p); }
+  static reg load_f16(const std::uint16_t* p) { return f16::to_float(*p); }
+  static T reduce_add(reg x) { return x; }
+  static T reduce_max(reg x) { return x; }
   static void store(T* p, reg x) { *p = x; }
   static reg add(reg a, reg b) { return a + b; }
   static reg sub(reg a, reg b) { return a - b; }

@@ -1,9 +1,10 @@
-// attnx: simd::vec<T, avx2_t>, 8 floats / 4 doubles in 16 registers. Compiled for AVX2 + FMA whatever
+// attnx: simd::vec<T, avx2_t>, 8 floats / 4 doubles in 16 registers. Compiled for AVX2 + FMA + F16C whatever
 // the translation unit's flags (simd/target.hpp); run only where simd::cpu_supports(isa::avx2).
 // The operations and their NaN rules are listed in simd/vec.hpp.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "attnx/simd/isa.hpp"
@@ -24,6 +25,21 @@ struct vec<float, avx2_t> {
   static reg zero() { return _mm256_setzero_ps(); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
   static reg load(const float* p) { return _mm256_load_ps(p); }
+  static reg loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static reg load_bf16(const std::uint16_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  }
+  static reg load_f16(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float reduce_add(reg x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  static float reduce_max(reg x) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+  }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
@@ -75,6 +91,15 @@ struct vec<double, avx2_t> {
   static reg zero() { return _mm256_setzero_pd(); }
   static reg set1(double x) { return _mm256_set1_pd(x); }
   static reg load(const double* p) { return _mm256_load_pd(p); }
+  static reg loadu(const double* p) { return _mm256_loadu_pd(p); }
+  static double reduce_add(reg x) {
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  static double reduce_max(reg x) {
+    const __m128d s = _mm_max_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
+  }
   static void store(double* p, reg x) { _mm256_store_pd(p, x); }
   static reg add(reg a, reg b) { return _mm256_add_pd(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_pd(a, b); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "attnx/simd/isa.hpp"
@@ -28,6 +29,27 @@ struct vec<float, avx512_t> {
   static reg zero() { return _mm512_setzero_ps(); }
   static reg set1(float x) { return _mm512_set1_ps(x); }
   static reg load(const float* p) { return _mm512_load_ps(p); }
+  static reg loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static reg load_bf16(const std::uint16_t* p) {
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, w, 16));
+  }
+  static reg load_f16(const std::uint16_t* p) {
+    return _mm512_maskz_cvtph_ps(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  // (Not _mm512_reduce_*_ps: GCC 12's form warns -Wmaybe-uninitialized through _mm512_undefined_*.)
+  static float reduce_add(reg x) {
+    const __m256 h = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, x, 0), _mm512_maskz_extractf32x8_ps(0xff, x, 1));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  static float reduce_max(reg x) {
+    const __m256 h = _mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xff, x, 0), _mm512_maskz_extractf32x8_ps(0xff, x, 1));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+  }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
@@ -75,6 +97,17 @@ struct vec<double, avx512_t> {
   static reg zero() { return _mm512_setzero_pd(); }
   static reg set1(double x) { return _mm512_set1_pd(x); }
   static reg load(const double* p) { return _mm512_load_pd(p); }
+  static reg loadu(const double* p) { return _mm512_loadu_pd(p); }
+  static double reduce_add(reg x) {
+    const __m256d h = _mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xf, x, 0), _mm512_maskz_extractf64x4_pd(0xf, x, 1));
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  static double reduce_max(reg x) {
+    const __m256d h = _mm256_max_pd(_mm512_maskz_extractf64x4_pd(0xf, x, 0), _mm512_maskz_extractf64x4_pd(0xf, x, 1));
+    const __m128d s = _mm_max_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
+  }
   static void store(double* p, reg x) { _mm512_store_pd(p, x); }
   static reg add(reg a, reg b) { return _mm512_add_pd(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_pd(a, b); }
