@@ -28,4 +28,6 @@
 #include "attnx/expr/pairwise.hpp"
 #include "attnx/io.hpp"
 #include "attnx/modules/errors.hpp"
+#include "attnx/modules/kv_cache.hpp"
 #include "attnx/modules/multi_head_attention.hpp"
+#include "attnx/state.hpp"

@@ -265,9 +265,11 @@ struct pattern<merge_heads_expr<E>> {
 
 // Runs the kernel with ctx, its output (b, h, i, c) at o.data + b o.batch + h o.head + i o.row + c; false
 // when ctx has the fused path off.
+// With lse: also each row's log-sum-exp (the attention state, attnx/state.hpp), even with the fused path off.
 template <class T, class P, class V>
-bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
-  if (!ctx.fused()) return false;
+bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx,
+         kernels::strided<T> lse = {}) {
+  if (!ctx.fused() && !lse.data) return false;
   using S = shape_of_t<P>;
   using K = typename chain<P>::k;
   constexpr std::size_t R = S::rank;
@@ -286,6 +288,7 @@ bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const 
   p.lq = d[R - 2];
   p.lk = d[R - 1];
   p.dv = v.cols;
+  p.lse = lse;
   kernels::flash_attention(p, ctx);
   ctx.count_fused_run();
   return true;

@@ -33,6 +33,8 @@ enum class step_kind : unsigned char {
   causal_top_left,      // j > i: s = value (the fill)
   causal_bottom_right,  // j > i + Lk - Lq: s = value
   key_lengths,          // j >= lengths[b]: s = value
+  causal_lengths,       // j >= lengths[b] or j > i + lengths[b] - Lq: s = value (a KV cache: each item's
+                        // queries are its last Lq tokens, bottom-right causal within its own length)
   key_padding,          // j >= length: s = value
   boolean_mask,         // !mask(b, h, i, j): s = value
   additive_mask         // s += bias(b, h, i, j)
@@ -43,7 +45,7 @@ struct score_step {
   step_kind kind = step_kind::multiply;
   T value = T(1);                         // factor, divisor or fill
   std::size_t length = 0;                 // key_padding
-  const std::size_t* lengths = nullptr;   // key_lengths: one per batch item, each <= Lk
+  const std::size_t* lengths = nullptr;   // key_lengths, causal_lengths: one per batch item, each <= Lk
   broadcast<const bool> mask{};           // boolean_mask: true = allowed
   broadcast<const T> bias{};              // additive_mask
 };
@@ -78,6 +80,11 @@ struct attention_problem {
   }
   attention_problem& key_lengths(const std::size_t* lengths, T fill = -std::numeric_limits<T>::infinity()) {
     score_step<T> s{step_kind::key_lengths, fill};
+    s.lengths = lengths;
+    return push(s);
+  }
+  attention_problem& causal_lengths(const std::size_t* lengths, T fill = -std::numeric_limits<T>::infinity()) {
+    score_step<T> s{step_kind::causal_lengths, fill};
     s.lengths = lengths;
     return push(s);
   }

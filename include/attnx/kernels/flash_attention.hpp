@@ -38,7 +38,7 @@ namespace attnx::kernels::detail {
 constexpr bool is_scale(step_kind k) { return k == step_kind::multiply || k == step_kind::divide; }
 constexpr bool is_limit(step_kind k) {
   return k == step_kind::causal_top_left || k == step_kind::causal_bottom_right || k == step_kind::key_lengths ||
-         k == step_kind::key_padding;
+         k == step_kind::causal_lengths || k == step_kind::key_padding;
 }
 constexpr bool is_replace(step_kind k) { return is_limit(k) || k == step_kind::boolean_mask; }
 
@@ -52,6 +52,11 @@ std::size_t step_limit(const score_step<T>& s, const attention_problem<T>& p, st
       return end <= 0 ? 0 : std::min(p.lk, static_cast<std::size_t>(end));
     }
     case step_kind::key_lengths: return std::min(p.lk, s.lengths[b]);
+    case step_kind::causal_lengths: {
+      const std::size_t len = std::min(p.lk, s.lengths[b]);
+      const auto end = static_cast<std::ptrdiff_t>(i + 1 + len) - static_cast<std::ptrdiff_t>(p.lq);
+      return end <= 0 ? 0 : std::min(len, static_cast<std::size_t>(end));
+    }
     case step_kind::key_padding: return std::min(p.lk, s.length);
     default: return p.lk;
   }
@@ -251,7 +256,7 @@ void validate(const attention_problem<T>& p) {
   if (p.n_steps > max_score_steps) throw std::invalid_argument("attnx::kernels::flash_attention: too many score steps");
   for (std::size_t s = 0; s < p.n_steps; ++s) {
     const score_step<T>& st = p.steps[s];
-    if (st.kind == step_kind::key_lengths) {
+    if (st.kind == step_kind::key_lengths || st.kind == step_kind::causal_lengths) {
       if (!st.lengths) throw std::invalid_argument("attnx::kernels::flash_attention: key_lengths without lengths");
       for (std::size_t b = 0; b < p.batch; ++b)
         if (st.lengths[b] > p.lk)

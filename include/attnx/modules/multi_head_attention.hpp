@@ -48,6 +48,7 @@
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/modules/errors.hpp"
+#include "attnx/modules/kv_cache.hpp"
 #include "attnx/shape/shape.hpp"
 #include "attnx/tensor/tensor.hpp"
 #include "attnx/tensor/view.hpp"
@@ -387,7 +388,70 @@ class multi_head_attention {
     }
   }
 
+  // ---- incremental decoding: a KV cache (modules/kv_cache.hpp) ------------------------------------
+  // x (B, n, d_model), B = the cache's batch: projects the n new tokens of every item, appends their keys
+  // and values to the cache, and attends over each item's whole cache, causally (the new tokens are each
+  // item's last n: bottom-right aligned within that item's own length, so items may differ in length).
+  // n = 1 decodes one token; n > 1 is a (chunked) prefill. Returns (B, n, d_model), evaluated. Stepping
+  // token by token gives the rows of the full causal forward pass. Nothing is appended when a rule fails
+  // (a full cache throws std::length_error).
+  template <expression X, class Cache>
+    requires is_kv_cache_v<Cache>
+  auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
+    static_assert(shape_of_t<X>::rank == 3, "attnx: multi_head_attention::step: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
+    return step_impl(x, cache, 0, ctx, true);
+  }
+  // x (n, d_model): the n new tokens of batch item b only. Returns (n, d_model).
+  template <expression X, class Cache>
+    requires is_kv_cache_v<Cache>
+  auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
+    static_assert(shape_of_t<X>::rank == 2, "attnx: multi_head_attention::step: with a batch item, x must be (n, d_model)");
+    return step_impl(x, cache, b, ctx, false);
+  }
+
  private:
+  template <class X, class Cache>
+  auto step_impl(const X& x, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
+    using SX = shape_of_t<X>;
+    static_assert(std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads && Cache::d_k == d_k &&
+                      Cache::d_v == d_v,
+                  "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
+    static_assert(features_ok<SX>, "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
+    check_features(x, "input", "input_features");
+    const auto d = dims_of(x);
+    const std::size_t nb = all ? d[0] : 1, n = d[SX::rank - 2];
+    if (all && nb != cache.batch())
+      detail::throw_extent_error("multi_head_attention::step: x's batch extent must be the cache's", "input_batch", nb,
+                                 "cache_batch", cache.batch());
+    if (!all && b0 >= cache.batch())
+      throw std::out_of_range("attnx: multi_head_attention::step: batch item " + std::to_string(b0) + " of a cache of " +
+                              std::to_string(cache.batch()));
+    for (std::size_t b = 0; b < nb; ++b)
+      if (n > cache.capacity() - cache.length(b0 + b))
+        throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " +
+                                std::to_string(b0 + b) + " of length " + std::to_string(cache.length(b0 + b)) +
+                                " exceeds the capacity " + std::to_string(cache.capacity()));
+    tensor<T, dyn, d_model> xr(nb * n);
+    {
+      const basic_tensor<T, SX> dense = x;
+      std::copy_n(dense.data(), nb * n * d_model, xr.data());
+    }
+    const tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);
+    const tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
+    const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
+    for (std::size_t b = 0; b < nb; ++b)
+      cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
+    tensor<T, dyn, heads * d_v> merged(nb * n);
+    const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
+    const kernels::strided<const T> qs{q.data(), sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
+    const kernels::strided<T> os{merged.data(), sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
+    detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx);
+    const tensor<T, dyn, d_model> y = evaluate(project(merged, w_o, b_o), ctx);
+    basic_tensor<T, output_placeholder<SX>> out(d, uninitialized);
+    std::copy_n(y.data(), nb * n * d_model, out.data());
+    return out;
+  }
+
   // ---- compile-time rules on the inputs ----------------------------------------------------------
   template <class S>
   static constexpr bool rank_ok = S::rank == 2 || S::rank == 3;

@@ -1,0 +1,231 @@
+// attnx: a cache of keys and values for incremental decoding.
+//
+//   attnx::kv_cache<float, 2, 64> cache(batch, capacity);            // kv_heads 2, d_k = d_v = 64, float
+//   attnx::kv_cache<float, 2, 64, 64, attnx::bf16> half(batch, capacity);   // stored as bf16 (or attnx::f16)
+//   auto y = mha.step(x_t, cache);        // x_t (B, n, d_model): projects, appends K/V, attends (modules/
+//                                         // multi_head_attention.hpp); n = 1 decodes, n > 1 is chunked prefill
+//   auto y0 = mha.step(x_t0, cache, 0);   // x_t0 (n, d_model): batch item 0 only (items may differ in length)
+//   cache.length(b); cache.reset(); cache.reset(b); cache.truncate(b, n);
+//   cache.append(k, v);                   // k (B, n, kv_heads * d_k), v (B, n, kv_heads * d_v): by hand
+//   attnx::attend(q, cache[, ctx])        // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
+//
+// Layout: (batch, kv_heads, capacity, d) for K and for V, so that the keys of one (item, KV head) are
+// contiguous rows, as the kernels read them. Each batch item has its own length (<= capacity). The
+// capacity is fixed at construction: appending past it throws std::length_error naming the item, its
+// length, the tokens appended and the capacity, and changes nothing.
+//
+// Storage: T, or (T = float) attnx::bf16 / attnx::f16 (tensor/half.hpp), rounded to nearest when appended
+// and read into float registers by the kernels (accumulation in float): half the bytes per decoded token.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attnx/eval/assign.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/kernels/flash_attention.hpp"
+#include "attnx/tensor/half.hpp"
+#include "attnx/tensor/tensor.hpp"
+#include "attnx/tensor/view.hpp"
+
+namespace attnx {
+
+template <class T, std::size_t KvHeads, std::size_t Dk, std::size_t Dv = Dk, class Store = T>
+class kv_cache {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "attnx: kv_cache: T must be float or double");
+  static_assert(std::is_same_v<Store, T> || (std::is_same_v<T, float> && (std::is_same_v<Store, bf16> || std::is_same_v<Store, f16>)),
+                "attnx: kv_cache: the storage type must be T, or attnx::bf16 / attnx::f16 with T = float");
+  static_assert(KvHeads > 0 && Dk > 0 && Dv > 0, "attnx: kv_cache: kv_heads, d_k and d_v must be positive");
+
+ public:
+  using value_type = T;
+  using storage_type = Store;
+  static constexpr std::size_t kv_heads = KvHeads, d_k = Dk, d_v = Dv;
+
+  kv_cache(std::size_t batch, std::size_t capacity)
+      : batch_(batch), cap_(capacity), len_(batch, 0), k_(batch * KvHeads * capacity * Dk), v_(batch * KvHeads * capacity * Dv) {}
+
+  std::size_t batch() const noexcept { return batch_; }
+  std::size_t capacity() const noexcept { return cap_; }
+  std::size_t length(std::size_t b) const { return len_.at(b); }
+  std::span<const std::size_t> lengths() const noexcept { return len_; }
+
+  void reset() noexcept { std::fill(len_.begin(), len_.end(), std::size_t{0}); }
+  void reset(std::size_t b) { len_.at(b) = 0; }
+  // Keeps the first n tokens of item b (n <= its length): drops rejected speculative tokens, say.
+  void truncate(std::size_t b, std::size_t n) {
+    if (n > len_.at(b))
+      throw std::out_of_range("attnx: kv_cache: truncate item " + std::to_string(b) + " to " + std::to_string(n) +
+                              " tokens, but it holds " + std::to_string(len_[b]));
+    len_[b] = n;
+  }
+
+  // Appends n tokens to every item: k (B, n, kv_heads * d_k) and v (B, n, kv_heads * d_v), row-major.
+  void append(const T* k, const T* v, std::size_t n) {
+    for (std::size_t b = 0; b < batch_; ++b) check_room(b, n);
+    for (std::size_t b = 0; b < batch_; ++b) write(b, k + b * n * KvHeads * Dk, v + b * n * KvHeads * Dv, n);
+  }
+  // Appends n tokens to item b: k (n, kv_heads * d_k), v (n, kv_heads * d_v).
+  void append(std::size_t b, const T* k, const T* v, std::size_t n) {
+    check_room(b, n);
+    write(b, k, v, n);
+  }
+  // The same from attnx expressions: (B, n, kv_heads * d_k) and (B, n, kv_heads * d_v), or (n, ...) for a
+  // cache of batch 1.
+  template <expression K, expression V>
+  void append(const K& k, const V& v) {
+    const tensor<T, dyn, KvHeads * Dk> kt = flat_rows<KvHeads * Dk>(k, "keys");
+    const tensor<T, dyn, KvHeads * Dv> vt = flat_rows<KvHeads * Dv>(v, "values");
+    if (kt.dims()[0] != vt.dims()[0])
+      detail::throw_extent_error("kv_cache: append: the keys and the values must have as many tokens", "key_tokens",
+                                 kt.dims()[0] / std::max<std::size_t>(batch_, 1), "value_tokens",
+                                 vt.dims()[0] / std::max<std::size_t>(batch_, 1));
+    append(kt.data(), vt.data(), kt.dims()[0] / std::max<std::size_t>(batch_, 1));
+  }
+
+  // Element c of the key (value) of token j, KV head g, item b, as T.
+  T key(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(k_[index<Dk>(b, g, j) + c]); }
+  T value(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(v_[index<Dv>(b, g, j) + c]); }
+  // The current keys (values) of item b, KV head g: (length(b), d_k) rows, in place (storage T only).
+  auto keys(std::size_t b, std::size_t g) const
+    requires std::is_same_v<Store, T>
+  {
+    return view<const T, dyn, Dk>(k_.data() + index<Dk>(b, g, 0), length(b));
+  }
+  auto values(std::size_t b, std::size_t g) const
+    requires std::is_same_v<Store, T>
+  {
+    return view<const T, dyn, Dv>(v_.data() + index<Dv>(b, g, 0), length(b));
+  }
+
+  // The kernels' view of items [b0, b0 + n): K and V as (batch, kv_heads, capacity, d) stacks.
+  void describe(kernels::attention_problem<T>& p, std::size_t b0) const {
+    const auto k = stack<Dk>(k_.data(), b0), v = stack<Dv>(v_.data(), b0);
+    if constexpr (std::is_same_v<Store, T>) {
+      p.k = k;
+      p.v = v;
+    } else {
+      p.kv = std::is_same_v<Store, bf16> ? kernels::kv_storage::bf16 : kernels::kv_storage::f16;
+      p.k16 = {reinterpret_cast<const std::uint16_t*>(k.data), k.batch, k.head, k.row};
+      p.v16 = {reinterpret_cast<const std::uint16_t*>(v.data), v.batch, v.head, v.row};
+    }
+  }
+
+ private:
+  template <std::size_t D>
+  std::size_t index(std::size_t b, std::size_t g, std::size_t j) const {
+    return ((b * KvHeads + g) * cap_ + j) * D;
+  }
+  template <std::size_t D>
+  kernels::strided<const Store> stack(const Store* base, std::size_t b0) const {
+    const auto d = static_cast<std::ptrdiff_t>(D), cap = static_cast<std::ptrdiff_t>(cap_);
+    return {base + index<D>(b0, 0, 0), static_cast<std::ptrdiff_t>(KvHeads) * cap * d, cap * d, d};
+  }
+  void check_room(std::size_t b, std::size_t n) const {
+    if (b >= batch_)
+      throw std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_));
+    if (n > cap_ - len_[b])
+      throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " + std::to_string(b) +
+                              " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_));
+  }
+  void write(std::size_t b, const T* k, const T* v, std::size_t n) {
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t g = 0; g < KvHeads; ++g) {
+        // (T to Store element by element: rounded to nearest for bf16 / f16)
+        std::copy_n(k + (t * KvHeads + g) * Dk, Dk, k_.data() + index<Dk>(b, g, len_[b] + t));
+        std::copy_n(v + (t * KvHeads + g) * Dv, Dv, v_.data() + index<Dv>(b, g, len_[b] + t));
+      }
+    len_[b] += n;
+  }
+  // An expression as rows of F values: (B, n, F) or (n, F); the batch must be this cache's.
+  template <std::size_t F, class E>
+  tensor<T, dyn, F> flat_rows(const E& e, const char* what) const {
+    using S = shape_of_t<E>;
+    static_assert(S::rank == 2 || S::rank == 3, "attnx: kv_cache: append takes (B, n, kv_heads * d) or (n, kv_heads * d)");
+    static_assert(may_equal_extents(S::cols, F), "attnx: kv_cache: append: the feature extent must be kv_heads * d");
+    static_assert(std::is_same_v<value_t<E>, T>, "attnx: kv_cache: append: the keys and values must have the cache's type T");
+    const auto d = dims_of(e);
+    if (d[S::rank - 1] != F)
+      detail::throw_extent_error(std::string("kv_cache: append: the ") + what + "' feature extent must be kv_heads * d",
+                                 "features", d[S::rank - 1], "kv_heads_times_d", F);
+    const std::size_t b = S::rank == 3 ? d[0] : 1;
+    if (b != batch_) detail::throw_extent_error("kv_cache: append: the batch extent must be the cache's", "batch", b, "cache_batch", batch_);
+    tensor<T, dyn, F> rows(dims_size(d) / F);
+    const basic_tensor<T, S> dense = e;
+    std::copy_n(dense.data(), dims_size(d), rows.data());
+    return rows;
+  }
+
+  std::size_t batch_, cap_;
+  std::vector<std::size_t> len_;
+  std::vector<Store> k_, v_;
+};
+
+template <class C>
+inline constexpr bool is_kv_cache_v = false;
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
+inline constexpr bool is_kv_cache_v<kv_cache<T, G, Dk, Dv, S>> = true;
+
+namespace detail {
+// Attention of n new query rows per item over the cache, causal within each item's own length (the
+// queries are each item's last n tokens): q and out as strided stacks (b, h, i), items [b0, b0 + batch).
+template <class T, class Cache>
+void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
+                  kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx) {
+  if (batch == 0 || n == 0) return;
+  std::vector<std::size_t> lens(batch);
+  std::size_t lk = 0;
+  for (std::size_t b = 0; b < batch; ++b) {
+    lens[b] = cache.length(b0 + b);
+    if (lens[b] < n)
+      detail::throw_extent_error("attend: every query row must be one of the cache's tokens (append first)", "cache_length",
+                                 lens[b], "query_rows", n);
+    lk = std::max(lk, lens[b]);
+  }
+  kernels::attention_problem<T> p;
+  p.q = q;
+  p.o = out;
+  cache.describe(p, b0);
+  p.batch = batch;
+  p.heads = heads;
+  p.kv_heads = Cache::kv_heads;
+  p.lq = n;
+  p.lk = lk;
+  p.dk = Cache::d_k;
+  p.dv = Cache::d_v;
+  p.multiply(scale).causal_lengths(lens.data());
+  kernels::flash_attention(p, ctx);
+}
+}  // namespace detail
+
+// q (B, heads, n, d_k) against the cache (B = its batch; heads a multiple of its kv_heads): the n query rows
+// are each item's last n tokens (append their keys and values first), causal within each item's length.
+// Scale 1/sqrt(d_k). Returns (B, heads, n, d_v).
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
+  using SQ = shape_of_t<Q>;
+  static_assert(SQ::rank == 4, "attnx: attend(q, cache): q must be (B, heads, n, d_k)");
+  static_assert(may_equal_extents(SQ::cols, Dk), "attnx: attend(q, cache): q's last axis must be the cache's d_k");
+  static_assert(SQ::extents[1] == dyn || SQ::extents[1] % G == 0, "attnx: attend(q, cache): heads must be a multiple of kv_heads");
+  static_assert(std::is_same_v<value_t<Q>, T>, "attnx: attend(q, cache): q must have the cache's type T");
+  const basic_tensor<T, SQ> qt = q;
+  const auto d = qt.dims();
+  if (d[3] != Dk) detail::throw_extent_error("attend(q, cache): q's last axis must be the cache's d_k", "q_features", d[3], "d_k", Dk);
+  if (d[0] != cache.batch()) detail::throw_extent_error("attend(q, cache): q's batch must be the cache's", "q_batch", d[0], "cache_batch", cache.batch());
+  if (d[1] % G != 0) detail::throw_extent_error("attend(q, cache): heads must be a multiple of kv_heads", "heads", d[1], "kv_heads", G);
+  tensor<T, dyn, dyn, dyn, Dv> out(d[0], d[1], d[2]);
+  const auto H = static_cast<std::ptrdiff_t>(d[1]), N = static_cast<std::ptrdiff_t>(d[2]);
+  const kernels::strided<const T> qs{qt.data(), H * N * static_cast<std::ptrdiff_t>(Dk), N * static_cast<std::ptrdiff_t>(Dk),
+                                     static_cast<std::ptrdiff_t>(Dk)};
+  const kernels::strided<T> os{out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
+                               static_cast<std::ptrdiff_t>(Dv)};
+  detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, T(1) / std::sqrt(T(Dk)), ctx);
+  return out;
+}
+
+}  // namespace attnx

@@ -1,0 +1,122 @@
+// attnx: attention states, the partial result of attention over a subset of the keys, and their merge.
+//
+//   auto a = attnx::partial_attention(attention(Q, K1, V1));   // keys and values held here
+//   auto b = attnx::partial_attention(attention(Q, K2, V2));   // ... and there (another thread, process)
+//   auto s = attnx::merge(a, b);                               // == attention(Q, [K1; K2], [V1; V2])
+//   s.out   // (..., L_q, d_v): the attention output over the keys merged so far
+//   s.lse   // (..., L_q):      ln sum_j exp(s_ij) over those keys (the softmax's normaliser)
+//
+// A state is (out, lse) per query row; two states of disjoint key sets merge exactly (up to rounding):
+// with M = max(lse_a, lse_b), w = exp(lse - M), out = (w_a out_a + w_b out_b) / (w_a + w_b) and
+// lse = M + ln(w_a + w_b). It is the mechanism the decode kernel uses between its chunks of keys
+// (kernels/attention_state.hpp) and what sequence-parallel attention sends between processes
+// (examples/mpi_attention.cpp). The score program (scale, masks) applies within each subset, so a mask
+// must be expressed on each subset's own keys (key j of a shard is key offset + j of the whole).
+// Special values: a row with no visible key in a subset has out 0 and lse -inf and adds nothing; a NaN row
+// stays NaN; a +inf score gives lse +inf, and merging states with lse +inf averages their outputs with
+// equal weight (the whole-row softmax would weight them by their number of +inf scores: a state does not
+// keep that count).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "attnx/eval/assign.hpp"
+#include "attnx/eval/fused.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/kernels/attention_state.hpp"
+#include "attnx/tensor/tensor.hpp"
+
+namespace attnx {
+
+namespace detail {
+template <class E>
+inline constexpr bool is_softmax_times_v = false;
+template <class P, class V>
+inline constexpr bool is_softmax_times_v<matmul_expr<softmax_expr<P>, V>> = true;
+template <std::size_t R>
+dims_t<R - 1> drop_last_dim(const dims_t<R>& d) {
+  dims_t<R - 1> r{};
+  std::copy_n(d.begin(), R - 1, r.begin());
+  return r;
+}
+}  // namespace detail
+
+template <class T, class OutShape>
+struct attention_state {
+  using out_shape = OutShape;
+  using lse_shape = take_front_t<OutShape, OutShape::rank - 1>;
+  basic_tensor<T, OutShape> out;
+  basic_tensor<T, lse_shape> lse;
+};
+
+// The attention state of an attention expression (softmax(scores) * V with Q, K, V in memory or
+// projections: the forms the fused kernel takes, is_fused_v), computed by the fused kernel.
+template <class E>
+auto partial_attention(const E& e, const context& ctx = current_context()) {
+  static_assert(is_fused_v<E> && detail::is_softmax_times_v<E>,
+                "attnx: partial_attention: the expression must be an attention softmax(scores) * V that the fused kernel "
+                "takes (attnx::is_fused_v)");
+  using T = value_t<E>;
+  using O = shape_of_t<E>;
+  constexpr std::size_t R = O::rank;
+  const auto d = dims_of(e);
+  attention_state<T, O> s{basic_tensor<T, O>(d, uninitialized), basic_tensor<T, typename attention_state<T, O>::lse_shape>(
+                                                                     detail::drop_last_dim(d), uninitialized)};
+  kernels::strided<T> o{s.out.data(), 0, 0, static_cast<std::ptrdiff_t>(d[R - 1])};
+  kernels::strided<T> l{s.lse.data(), 0, 0, 1};
+  if constexpr (R >= 3) {
+    o.batch = static_cast<std::ptrdiff_t>(dims_size(d) / (d[0] == 0 ? 1 : d[0]));
+    l.batch = o.batch / static_cast<std::ptrdiff_t>(d[R - 1] == 0 ? 1 : d[R - 1]);
+  }
+  if constexpr (R == 4) {
+    o.head = static_cast<std::ptrdiff_t>(d[2] * d[3]);
+    l.head = static_cast<std::ptrdiff_t>(d[2]);
+  }
+  if (!fused::run(o, e, ctx, l)) {  // empty extents: no key (or no row, or no column)
+    std::fill_n(s.out.data(), s.out.numel(), T(0));
+    std::fill_n(s.lse.data(), s.lse.numel(), -std::numeric_limits<T>::infinity());
+  }
+  return s;
+}
+
+// The state of the union of the key sets of the given states (all of one shape; at least one).
+template <class T, class S>
+attention_state<T, S> merge(std::span<const attention_state<T, S>> states) {
+  if (states.empty()) throw std::invalid_argument("attnx: merge: no attention state to merge");
+  const auto d = states[0].out.dims();
+  for (const auto& st : states)
+    if (st.out.dims() != d)
+      detail::throw_extent_error("merge: the attention states must have one shape", "rows",
+                                 dims_size(st.out.dims()) / std::max<std::size_t>(1, d[S::rank - 1]), "first_rows",
+                                 dims_size(d) / std::max<std::size_t>(1, d[S::rank - 1]));
+  const std::size_t dv = d[S::rank - 1], rows = states[0].lse.numel(), n = states.size();
+  attention_state<T, S> m{basic_tensor<T, S>(d, uninitialized),
+                          basic_tensor<T, typename attention_state<T, S>::lse_shape>(states[0].lse.dims(), uninitialized)};
+  std::vector<T> parts(n * (dv + 2));
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < n; ++c) {
+      T* part = parts.data() + c * (dv + 2);
+      part[0] = states[c].lse.data()[r];
+      part[1] = T(1);
+      std::copy_n(states[c].out.data() + r * dv, dv, part + 2);
+    }
+    T* o = m.out.data() + r * dv;
+    const auto row = kernels::merge_partials(n, parts.data(), static_cast<std::ptrdiff_t>(dv + 2), dv, o);
+    m.lse.data()[r] = kernels::finish_row(row, o, dv);
+  }
+  return m;
+}
+template <class T, class S, class... More>
+  requires(std::is_same_v<More, attention_state<T, S>> && ...)
+attention_state<T, S> merge(const attention_state<T, S>& first, const More&... more) {
+  const std::vector<attention_state<T, S>> all{first, more...};
+  return merge(std::span<const attention_state<T, S>>(all));
+}
+
+}  // namespace attnx
