@@ -54,7 +54,7 @@ mkdir -p "$OUT"
 # --- builds (one after the other: never two builds, or a build and a run, at once) ------------------------
 common=(-DCMAKE_CXX_COMPILER="$CXX_BIN" -DATTNX_BUILD_BENCH=ON -DATTNX_BUILD_TESTS=OFF -DATTNX_BUILD_EXAMPLES=OFF)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNX_BENCH_NATIVE=ON "${common[@]}" >/dev/null
-cmake --build "$BUILD" -j 2 --target attnx_bench attnx_rss_probe attnx_scaling_probe bench_gemm bench_mha bench_dynamic
+cmake --build "$BUILD" -j 2 --target attnx_bench attnx_rss_probe attnx_scaling_probe bench_gemm bench_mha bench_dynamic bench_decode
 cmake -S . -B build/bench-default -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2" -DATTNX_BENCH_NATIVE=OFF \
   "${common[@]}" >/dev/null
 cmake --build build/bench-default -j 2 --target attnx_bench bench_gemm bench_mha
@@ -128,6 +128,12 @@ dyn_cmd=(env -u OPENBLAS_CORETYPE "$BUILD/bench/bench_dynamic"
   --benchmark_out="$OUT/dynamic.json" --benchmark_out_format=json)
 echo "+ ${dyn_cmd[*]}"
 "${dyn_cmd[@]}" | grep -v '_\(mean\|median\|stddev\|cv\) ' || true
+dec_cmd=(env -u OPENBLAS_CORETYPE "$BUILD/bench/bench_decode"
+  --benchmark_repetitions="$REPS" --benchmark_min_time="$CMP_TIME"
+  --benchmark_enable_random_interleaving=true
+  --benchmark_out="$OUT/decode.json" --benchmark_out_format=json)
+echo "+ ${dec_cmd[*]}"
+"${dec_cmd[@]}" | grep -v '_\(mean\|median\|stddev\|cv\) ' || true
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The report needs only the standard library; the plot needs matplotlib, which may be installed
@@ -141,7 +147,7 @@ cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 "$PY" scripts/bench_report.py \
   --bench "$OUT/bench.json" --rss "$OUT/rss.jsonl" --scaling "$OUT/scaling.jsonl" \
   --compare-fused "$OUT/compare_fused.json" --compare-gemm "$OUT/compare_gemm.json" \
-  --compare-mha "$OUT/compare_mha.json" --baseline "$BASELINE" --dynamic "$OUT/dynamic.json" \
+  --compare-mha "$OUT/compare_mha.json" --baseline "$BASELINE" --dynamic "$OUT/dynamic.json" --decode "$OUT/decode.json" \
   --cpu "$cpu_model" \
   --compiler "$("$CXX_BIN" --version | head -n 1)" \
   --flags "main run: -O3 -march=native (CMake Release); default-flags build: -O2 only; softmax of the unfused baselines: + -ffast-math" \

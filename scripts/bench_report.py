@@ -347,6 +347,82 @@ def dynamic_comparison(path):
     return out, rows
 
 
+GGML = [  # issue 11: ggml_flash_attn_ext, L_q = 1, H = 8, d = 128, one thread, Zen 4 session (not this run)
+    ("4096", "5.0 ms", "1.28 ms", "1.13 ms"),
+    ("65536", "83 ms", "22.4 ms", "17.8 ms"),
+    ("% of the fp32 bandwidth floor", "22-30%", "90-111%", "114-136%"),
+]
+
+
+def decode_comparison(path):
+    """bench_decode: the decode kernel against the bandwidth floor measured in the same run, and OpenBLAS."""
+    out, rows = [], []
+    if not path:
+        return out, rows
+    with open(path) as f:
+        data = json.load(f)
+    runs = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(seconds, GB/s)]
+    floor = collections.defaultdict(list)  # threads -> [GB/s]
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        name = b["name"].split("/")[0].replace("BM_", "")
+        if name == "read":
+            floor[int(b["threads"])].append(b["BYTES"] / 1e9)
+            continue
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+        f = dict(kv.split(":") for kv in b["name"].split("/")[1:] if ":" in kv)
+        key = (name.replace("decode_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))
+        runs[key].append((b["real_time"] * scale, b["BYTES"] / 1e9))
+    fl = {t: statistics.median(v) for t, v in floor.items()}
+    med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in runs.items()}
+    reps = max((len(v) for v in runs.values()), default=0)
+    out += ["", "## Decoding: the decode kernel against the memory-bandwidth floor (bench_decode)", "",
+            "One batch item, H heads (= KV heads), d = 128, L_q new query rows against L_k cached keys (bottom-right "
+            "causal), K and V rotated over enough copies (3× the last-level cache) that every iteration reads them "
+            "from memory. **floor** = bytes of K and V / the read bandwidth measured in the same run with the same "
+            "number of threads (`BM_read`: a vectorised read of a buffer 4× the last-level cache): "
+            + ", ".join(f"{fl[t]:.1f} GB/s on {t} thread{'s' if t > 1 else ''}" for t in sorted(fl)) +
+            f". Medians of {reps} repetitions, wall time. `% floor` = the fp32 floor time / the time (above 100% "
+            "for bf16 / f16, which read half the bytes). `× OpenBLAS` = the unfused OpenBLAS time (sgemm, row softmax, "
+            "sgemm per head) / the fp32 kernel's.", "",
+            "| H | L_q | L_k | threads | fp32 ms | GB/s | % floor | × OpenBLAS | bf16 ms | % floor | × fp32 | f16 ms | % floor | × fp32 |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    worst = {}
+    half = {}
+    for H, Lq, Lk, t in sorted({k[1:] for k in med}, key=lambda k: (k[3], k[0], k[1], k[2])):
+        f32 = med.get(("fp32", H, Lq, Lk, t))
+        if not f32:
+            continue
+        floor_s = 2 * H * Lk * 128 * 4 / (fl[t] * 1e9) if t in fl else None
+        pct = floor_s / f32[0] * 100 if floor_s else None
+        ob = med.get(("unfused", H, Lq, Lk, t))
+        cells = [fmt(f32[0] * 1e3, "{:.3f}"), fmt(f32[1]), fmt(pct, "{:.0f}%"), fmt(ob[0] / f32[0] if ob else None, "{:.2f}×")]
+        if Lk >= 4096 and pct is not None:
+            k = (Lq, t)
+            if k not in worst or pct < worst[k][0]:
+                worst[k] = (pct, H, Lk)
+        for st in ("bf16", "f16"):
+            r = med.get((st, H, Lq, Lk, t))
+            p = floor_s / r[0] * 100 if r and floor_s else None
+            x = f32[0] / r[0] if r else None
+            cells += [fmt(r[0] * 1e3 if r else None, "{:.3f}"), fmt(p, "{:.0f}%"), fmt(x, "{:.2f}×")]
+            if Lk >= 16384 and x is not None and (st not in half or x < half[st][0]):
+                half[st] = (x, H, Lq, Lk, t)
+        out.append(f"| {H} | {Lq} | {Lk} | {t} | " + " | ".join(cells) + " |")
+    out += ["", "External reference (not measured here; ggml is not a dependency): the figures quoted in issue 11 for "
+            "`ggml_flash_attn_ext`, L_q = 1, H = 8, d = 128, one thread, measured on an AMD Zen 4 session with about "
+            "24 GB/s of single-core read bandwidth. Compare them through `% floor`, not milliseconds (another CPU):", "",
+            "| L_k | attnx before the decode kernel | ggml, F32 K/V | ggml, F16 K/V |", "|---|---:|---:|---:|"]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in GGML]
+    for (Lq, t), (pct, H, Lk) in sorted(worst.items()):
+        rows.append((f"decode fp32, L_q = {Lq}, {t} thread{'s' if t > 1 else ''}, L_k ≥ 4096: ≥ 85% of the bandwidth floor",
+                     f"min {pct:.0f}% (H {H}, L_k {Lk})", pct >= 85))
+    for st, (x, H, Lq, Lk, t) in sorted(half.items()):
+        rows.append((f"decode {st} K/V ≥ 1.8× fp32, L_k ≥ 16384", f"min {x:.2f}× (H {H}, L_q {Lq}, L_k {Lk}, {t} t)", x >= 1.8))
+    return out, rows
+
+
 def plot(med, peak, path):
     try:
         import matplotlib
@@ -392,6 +468,7 @@ def main():
     ap.add_argument("--compare-mha", default="")
     ap.add_argument("--baseline", default="")
     ap.add_argument("--dynamic", default="")
+    ap.add_argument("--decode", default="")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--plot", default="")
     a = ap.parse_args()
@@ -424,12 +501,13 @@ def main():
     gemm_md, gemm_rows = gemm_comparison(load_compare(a.compare_gemm))
     mha_md, mha_rows = mha_comparison(load_compare(a.compare_mha))
     dyn_md, dyn_rows = dynamic_comparison(a.dynamic)
+    dec_md, dec_rows = decode_comparison(a.decode)
     md += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows:
+    for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows:
         md.append(f"| {text} | {fig or 'not measured'} | {'yes' if met else ('no' if met is not None else '–')} |")
     md += ["", "## Throughput", ""]
     md += tables(med, peak, Ls)
-    md += fused_md + gemm_md + mha_md + dyn_md
+    md += fused_md + gemm_md + mha_md + dyn_md + dec_md
     if rss:
         md += ["", "## Peak memory (one head, d = 64, one thread, separate processes)", "",
                "`extra` = peak RSS during the evaluation minus the peak RSS once inputs and output exist "

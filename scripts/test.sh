@@ -17,7 +17,7 @@
 #   scripts/test.sh gcc|clang|asan|tsan|fuzz  one of them
 #
 # On Debian/Ubuntu it first checks the packages it needs (cmake, g++, clang,
-# libclang-rt-14-dev, libboost-dev, libboost-test-dev, nlohmann-json3-dev;
+# libclang-rt-14-dev, libboost-dev, libboost-test-dev, nlohmann-json3-dev, libopenmpi-dev, openmpi-bin;
 # ninja-build is used when present) and, when run as root, installs the
 # missing ones with apt-get.
 #
@@ -53,7 +53,7 @@ fi
 ATTNX_SCRIPT=test.sh
 . "$ROOT/scripts/lib/packages.sh"
 
-packages=(cmake g++ libboost-dev libboost-test-dev nlohmann-json3-dev)
+packages=(cmake g++ libboost-dev libboost-test-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin)
 for c in "${CONFIGS[@]}"; do
   if [ "$c" = clang ]; then packages+=(clang); fi
   if [ "$c" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi

@@ -1,0 +1,205 @@
+// attnx benchmarks: decoding, a few query rows against a long cache of keys and values (docs/benchmarks.md).
+//   BM_read/threads:T                 the memory-bandwidth floor: a vectorised read of a buffer several
+//                                     times the last-level cache, on T threads (bytes per second)
+//   BM_decode/<fp32|bf16|f16>/H/Lq/Lk/threads   kernels::flash_attention on one batch item, H heads (= KV
+//                                     heads), d = 128, the decode kernel (Lq <= 16); K and V rotated over
+//                                     enough copies that each iteration reads them from memory
+//   BM_unfused/H/Lq/Lk/threads        the same with OpenBLAS: S = Q K^T (sgemm), row softmax, S V (sgemm)
+// Counters: BYTES = bytes of K and V read per second (the bandwidth-floor comparison), FLOPS = 4 H Lq Lk d
+// per second. Wall time (UseRealTime) throughout.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <immintrin.h>
+#include <unistd.h>
+
+#include "attnx/attnx.hpp"
+#include "bench_common.hpp"
+
+namespace {
+
+constexpr std::size_t d = 128;
+
+std::size_t llc_bytes() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? std::size_t(l3) : std::size_t(64) << 20;
+}
+
+// ---- the bandwidth floor ---------------------------------------------------------------------------
+__attribute__((target("avx512f"))) float read512(const float* p, std::size_t n) {
+  __m512 a = _mm512_setzero_ps(), b = a, c = a, e = a;
+  for (std::size_t i = 0; i + 64 <= n; i += 64) {
+    a = _mm512_add_ps(a, _mm512_load_ps(p + i));
+    b = _mm512_add_ps(b, _mm512_load_ps(p + i + 16));
+    c = _mm512_add_ps(c, _mm512_load_ps(p + i + 32));
+    e = _mm512_add_ps(e, _mm512_load_ps(p + i + 48));
+  }
+  float t[16];
+  _mm512_storeu_ps(t, _mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, e)));
+  return t[0];
+}
+__attribute__((target("avx2"))) float read256(const float* p, std::size_t n) {
+  __m256 a = _mm256_setzero_ps(), b = a, c = a, e = a;
+  for (std::size_t i = 0; i + 32 <= n; i += 32) {
+    a = _mm256_add_ps(a, _mm256_load_ps(p + i));
+    b = _mm256_add_ps(b, _mm256_load_ps(p + i + 8));
+    c = _mm256_add_ps(c, _mm256_load_ps(p + i + 16));
+    e = _mm256_add_ps(e, _mm256_load_ps(p + i + 24));
+  }
+  float t[8];
+  _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, e)));
+  return t[0];
+}
+
+void BM_read(benchmark::State& state) {
+  const auto threads = unsigned(state.range(0));
+  const std::size_t n = std::max<std::size_t>(std::size_t(512) << 20, 4 * llc_bytes()) / sizeof(float);
+  float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  std::fill_n(buf, n, 1.0f);
+  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
+  for (auto _ : state) {
+    float sink[2] = {0, 0};
+    attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) {
+      const std::size_t b = n / threads * t / 64 * 64, e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
+      sink[t & 1] += wide ? read512(buf + b, e - b) : read256(buf + b, e - b);
+    });
+    benchmark::DoNotOptimize(sink);
+  }
+  std::free(buf);
+  state.counters["BYTES"] = benchmark::Counter(double(n * sizeof(float)), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+
+// ---- the decode kernel -------------------------------------------------------------------------------
+// K and V copies are slices of one pool per element size, filled once per process (uniform in [-1, 1),
+// 16-bit values as f16 bits, which are finite as bf16 too): 3x the last-level cache and at least two copies
+// of the largest problem, so that consecutive iterations read memory, not cache.
+constexpr std::size_t largest = 2 * 32 * 65536 * d;  // elements of K and V at H 32, L_k 65536
+template <class KV>
+const std::vector<KV>& pool() {
+  static const std::vector<KV> p = [] {
+    const std::size_t n = std::max(3 * llc_bytes() / sizeof(KV), 2 * largest);
+    std::vector<KV> v(n);
+    std::uint32_t g = 7;
+    for (auto& x : v) {
+      g ^= g << 13;
+      g ^= g >> 17;
+      g ^= g << 5;
+      const float f = float(g >> 8) * (2.0f / 16777216.0f) - 1.0f;
+      if constexpr (std::is_same_v<KV, float>) {
+        x = f;
+      } else {
+        x = KV::from_bits(attnx::f16(f).bits);
+      }
+    }
+    return v;
+  }();
+  return p;
+}
+template <class KV>
+struct cache_copies {
+  std::size_t per, n;  // elements per copy (K then V), copies
+  const KV* base;
+  cache_copies(std::size_t h, std::size_t lk)
+      : per(2 * h * lk * d), n(std::max<std::size_t>(2, pool<KV>().size() / per)), base(pool<KV>().data()) {}
+  const KV* k(std::size_t c) const { return base + (c % n) * per; }
+  const KV* v(std::size_t c) const { return k(c) + per / 2; }
+};
+
+const char* storage_name(attnx::kernels::kv_storage s) {
+  return s == attnx::kernels::kv_storage::same ? "fp32" : s == attnx::kernels::kv_storage::bf16 ? "bf16" : "f16";
+}
+
+template <class KV>
+void decode(benchmark::State& state, attnx::kernels::kv_storage storage) {
+  const auto H = std::size_t(state.range(0)), Lq = std::size_t(state.range(1)), Lk = std::size_t(state.range(2));
+  const auto threads = unsigned(state.range(3));
+  const cache_copies<KV> c(H, Lk);
+  std::vector<float> q(H * Lq * d, 0.05f), o(H * Lq * d);
+  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+  const attnx::simd::isa isa = attnx::default_context().isa();
+  std::size_t it = 0;
+  for (auto _ : state) {
+    const std::size_t r = it++ % c.n;
+    attnx::kernels::attention_problem<float> p;
+    p.q = {q.data(), 0, sz(Lq * d), sz(d)};
+    p.o = {o.data(), 0, sz(Lq * d), sz(d)};
+    if constexpr (std::is_same_v<KV, float>) {
+      p.k = {c.k(r), 0, sz(Lk * d), sz(d)};
+      p.v = {c.v(r), 0, sz(Lk * d), sz(d)};
+    } else {
+      p.kv = storage;
+      p.k16 = {reinterpret_cast<const std::uint16_t*>(c.k(r)), 0, sz(Lk * d), sz(d)};
+      p.v16 = {reinterpret_cast<const std::uint16_t*>(c.v(r)), 0, sz(Lk * d), sz(d)};
+    }
+    p.heads = H;
+    p.kv_heads = H;
+    p.lq = Lq;
+    p.lk = Lk;
+    p.dk = d;
+    p.dv = d;
+    p.multiply(1.0f / std::sqrt(float(d))).causal(attnx::kernels::causal_kind::bottom_right);
+    attnx::kernels::flash_attention(p, isa, threads);
+    benchmark::DoNotOptimize(o.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["BYTES"] = benchmark::Counter(double(2 * H * Lk * d * sizeof(KV)), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOPS"] = benchmark::Counter(4.0 * double(H * Lq * Lk * d), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["copies"] = double(c.n);
+  state.SetLabel(std::string(storage_name(storage)) + " " + std::string(attnx::simd::name(isa)));
+}
+void BM_decode_fp32(benchmark::State& s) { decode<float>(s, attnx::kernels::kv_storage::same); }
+void BM_decode_bf16(benchmark::State& s) { decode<attnx::bf16>(s, attnx::kernels::kv_storage::bf16); }
+void BM_decode_f16(benchmark::State& s) { decode<attnx::f16>(s, attnx::kernels::kv_storage::f16); }
+
+// ---- unfused: OpenBLAS ----------------------------------------------------------------------------------
+void BM_unfused(benchmark::State& state) {
+  const auto H = std::size_t(state.range(0)), Lq = std::size_t(state.range(1)), Lk = std::size_t(state.range(2));
+  const auto threads = unsigned(state.range(3));
+  const cache_copies<float> c(H, Lk);
+  std::vector<float> q(H * Lq * d, 0.05f), o(H * Lq * d), S(Lq * Lk);
+  openblas_set_num_threads(int(threads));
+  const float scale = 1.0f / std::sqrt(float(d));
+  std::size_t it = 0;
+  for (auto _ : state) {
+    const std::size_t r = it++ % c.n;
+    for (std::size_t h = 0; h < H; ++h) {
+      const float* k = c.k(r) + h * Lk * d;
+      const float* v = c.v(r) + h * Lk * d;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(Lq), int(Lk), int(d), scale, q.data() + h * Lq * d, int(d), k,
+                  int(d), 0.0f, S.data(), int(Lk));
+      // bottom-right causal: row i sees keys j <= i + Lk - Lq
+      for (std::size_t i = 0; i < Lq; ++i) bench::softmax_rows(S.data() + i * Lk, 1, Lk, Lk, true, i + Lk - Lq);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(Lq), int(d), int(Lk), 1.0f, S.data(), int(Lk), v, int(d),
+                  0.0f, o.data() + h * Lq * d, int(d));
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["BYTES"] = benchmark::Counter(double(2 * H * Lk * d * sizeof(float)), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOPS"] = benchmark::Counter(4.0 * double(H * Lq * Lk * d), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(openblas_get_corename());
+}
+
+void decode_args(benchmark::internal::Benchmark* b) {
+  for (long t : {1, 2})
+    for (long H : {8, 32})
+      for (long Lq : {1, 4})
+        for (long Lk : {1024, 4096, 16384, 65536}) b->Args({H, Lq, Lk, t});
+  b->ArgNames({"H", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK(BM_read)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_decode_fp32)->Apply(decode_args);
+BENCHMARK(BM_decode_bf16)->Apply(decode_args);
+BENCHMARK(BM_decode_f16)->Apply(decode_args);
+BENCHMARK(BM_unfused)->Apply(decode_args);
+
+}  // namespace
+
+BENCHMARK_MAIN();
