@@ -34,6 +34,9 @@
 
 namespace attnx {
 
+template <class T, class OutShape>
+struct attention_state;
+
 namespace detail {
 template <class E>
 inline constexpr bool is_softmax_times_v = false;
@@ -55,13 +58,9 @@ struct attention_state {
   basic_tensor<T, lse_shape> lse;
 };
 
-// The attention state of an attention expression (softmax(scores) * V with Q, K, V in memory or
-// projections: the forms the fused kernel takes, is_fused_v), computed by the fused kernel.
+namespace detail {
 template <class E>
-auto partial_attention(const E& e, const context& ctx = current_context()) {
-  static_assert(is_fused_v<E> && detail::is_softmax_times_v<E>,
-                "attnx: partial_attention: the expression must be an attention softmax(scores) * V that the fused kernel "
-                "takes (attnx::is_fused_v)");
+auto partial_attention_of(const E& e, const context& ctx) {
   using T = value_t<E>;
   using O = shape_of_t<E>;
   constexpr std::size_t R = O::rank;
@@ -83,6 +82,22 @@ auto partial_attention(const E& e, const context& ctx = current_context()) {
     std::fill_n(s.lse.data(), s.lse.numel(), -std::numeric_limits<T>::infinity());
   }
   return s;
+}
+}  // namespace detail
+
+// The attention state of an attention expression (softmax(scores) * V with Q, K, V in memory or
+// projections: the forms the fused kernel takes, is_fused_v), computed by the fused kernel.
+template <class E>
+auto partial_attention(const E& e, const context& ctx = current_context()) {
+  constexpr bool ok = is_fused_v<E> && detail::is_softmax_times_v<E>;
+  static_assert(ok,
+                "attnx: partial_attention: the expression must be an attention softmax(scores) * V that the fused kernel "
+                "takes (attnx::is_fused_v)");
+  if constexpr (ok) {
+    return detail::partial_attention_of(e, ctx);
+  } else {
+    return attention_state<float, make_shape<1, 1>>{};
+  }
 }
 
 // The state of the union of the key sets of the given states (all of one shape; at least one).

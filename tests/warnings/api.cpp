@@ -13,6 +13,7 @@
 # include <attnx/io/safetensors.hpp>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -263,12 +264,61 @@ void dynamic_extents() {
 #endif
 }
 
+// Decoding: a KV cache (float, bf16, f16), the module's step, attend over a cache, attention states.
+void decoding() {
+  using mha_t = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1, .bias = true}>;
+  mha_t mha;
+  mha.w_q = ramp<decltype(mha.w_q)>(0.3);
+  mha.w_k = ramp<decltype(mha.w_k)>(0.4);
+  mha.w_v = ramp<decltype(mha.w_v)>(0.5);
+  mha.w_o = ramp<decltype(mha.w_o)>(0.6);
+  const auto xb = ramp<tensor<float, batch<2>, seq<5>, d_model<8>>>(0.4);
+  const tensor<float, batch<2>, seq<5>, d_model<8>> full = mha(xb, causal);
+  kv_cache<float, 1, 4> cache(2, 8);
+  kv_cache<float, 1, 4, 4, bf16> half(2, 8);
+  kv_cache<float, 1, 4, 4, f16> ieee(2, 8);
+  float worst = 0, worst16 = 0;
+  for (std::size_t t = 0; t < 5; ++t) {
+    tensor<float, batch<2>, seq<1>, d_model<8>> xt;
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t c = 0; c < 8; ++c) xt(b, 0, c) = xb(b, t, c);
+    const auto yt = mha.step(xt, cache);
+    const auto yh = mha.step(xt, half);
+    const auto yi = mha.step(xt, ieee);
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t c = 0; c < 8; ++c) {
+        worst = std::max(worst, std::abs(yt(b, 0, c) - full(b, t, c)));
+        worst16 = std::max({worst16, std::abs(yh(b, 0, c) - full(b, t, c)), std::abs(yi(b, 0, c) - full(b, t, c))});
+      }
+  }
+  float top = 0;
+  for (std::size_t i = 0; i < full.numel(); ++i) top = std::max(top, std::abs(full.data()[i]));
+  expect(worst < 1e-6f * top && worst16 < 1e-2f * top && cache.length(1) == 5 && cache.keys(0, 0).dims()[0] == 5,
+         "multi_head_attention::step");
+  tensor<float, batch<2>, heads<2>, seq<1>, d_k<4>> q1;
+  q1(1, 1, 0, 2) = 1.f;
+  const auto o1 = attend(q1, cache);
+  cache.truncate(0, 2);
+  cache.reset(1);
+  expect(o1.dims()[1] == 2 && cache.length(0) == 2 && cache.length(1) == 0 && float(bf16(1.5f)) == 1.5f &&
+             float(f16(-2.f)) == -2.f,
+         "attend over a cache, truncate, reset, 16-bit storage types");
+  const auto qs = ramp<tensor<float, seq<3>, d_k<4>>>(0.2);
+  const auto k1 = ramp<tensor<float, seq<6>, d_k<4>>>(0.3);
+  const auto k2 = ramp<tensor<float, seq<4>, d_k<4>>>(0.7);
+  const auto s1 = partial_attention(attention(qs, k1, k1));
+  const auto s2 = partial_attention(attention(qs, k2, k2));
+  const auto m = merge(s1, s2);
+  expect(m.lse(2) > s1.lse(2) && m.lse(2) > s2.lse(2) && std::isfinite(m.out(1, 3)), "attention states");
+}
+
 }  // namespace
 
 int main() {
   expressions();
   modules();
   dynamic_extents();
+  decoding();
   if (failures == 0) std::cout << "api: all checks passed\n";
   return failures == 0 ? 0 : 1;
 }

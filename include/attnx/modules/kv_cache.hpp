@@ -146,19 +146,28 @@ class kv_cache {
   template <std::size_t F, class E>
   tensor<T, dyn, F> flat_rows(const E& e, const char* what) const {
     using S = shape_of_t<E>;
-    static_assert(S::rank == 2 || S::rank == 3, "attnx: kv_cache: append takes (B, n, kv_heads * d) or (n, kv_heads * d)");
-    static_assert(may_equal_extents(S::cols, F), "attnx: kv_cache: append: the feature extent must be kv_heads * d");
-    static_assert(std::is_same_v<value_t<E>, T>, "attnx: kv_cache: append: the keys and values must have the cache's type T");
-    const auto d = dims_of(e);
-    if (d[S::rank - 1] != F)
-      detail::throw_extent_error(std::string("kv_cache: append: the ") + what + "' feature extent must be kv_heads * d",
-                                 "features", d[S::rank - 1], "kv_heads_times_d", F);
-    const std::size_t b = S::rank == 3 ? d[0] : 1;
-    if (b != batch_) detail::throw_extent_error("kv_cache: append: the batch extent must be the cache's", "batch", b, "cache_batch", batch_);
-    tensor<T, dyn, F> rows(dims_size(d) / F);
-    const basic_tensor<T, S> dense = e;
-    std::copy_n(dense.data(), dims_size(d), rows.data());
-    return rows;
+    constexpr bool rank_ok = S::rank == 2 || S::rank == 3;
+    static_assert(rank_ok, "attnx: kv_cache: append takes (B, n, kv_heads * d) or (n, kv_heads * d)");
+    constexpr bool features_ok = !rank_ok || may_equal_extents(S::cols, F);
+    static_assert(features_ok, "attnx: kv_cache: append: the feature extent must be kv_heads * d");
+    constexpr bool type_ok = std::is_same_v<value_t<E>, T>;
+    static_assert(type_ok || !rank_ok || !features_ok,
+                  "attnx: kv_cache: append: the keys and values must have the cache's type T");
+    if constexpr (rank_ok && features_ok && type_ok) {
+      const auto d = dims_of(e);
+      if (d[S::rank - 1] != F)
+        detail::throw_extent_error(std::string("kv_cache: append: the ") + what + "' feature extent must be kv_heads * d",
+                                   "features", d[S::rank - 1], "kv_heads_times_d", F);
+      const std::size_t b = S::rank == 3 ? d[0] : 1;
+      if (b != batch_)
+        detail::throw_extent_error("kv_cache: append: the batch extent must be the cache's", "batch", b, "cache_batch", batch_);
+      tensor<T, dyn, F> rows(dims_size(d) / F);
+      const basic_tensor<T, S> dense = e;
+      std::copy_n(dense.data(), dims_size(d), rows.data());
+      return rows;
+    } else {
+      return {};
+    }
   }
 
   std::size_t batch_, cap_;
@@ -209,23 +218,34 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
   using SQ = shape_of_t<Q>;
-  static_assert(SQ::rank == 4, "attnx: attend(q, cache): q must be (B, heads, n, d_k)");
-  static_assert(may_equal_extents(SQ::cols, Dk), "attnx: attend(q, cache): q's last axis must be the cache's d_k");
-  static_assert(SQ::extents[1] == dyn || SQ::extents[1] % G == 0, "attnx: attend(q, cache): heads must be a multiple of kv_heads");
-  static_assert(std::is_same_v<value_t<Q>, T>, "attnx: attend(q, cache): q must have the cache's type T");
-  const basic_tensor<T, SQ> qt = q;
-  const auto d = qt.dims();
-  if (d[3] != Dk) detail::throw_extent_error("attend(q, cache): q's last axis must be the cache's d_k", "q_features", d[3], "d_k", Dk);
-  if (d[0] != cache.batch()) detail::throw_extent_error("attend(q, cache): q's batch must be the cache's", "q_batch", d[0], "cache_batch", cache.batch());
-  if (d[1] % G != 0) detail::throw_extent_error("attend(q, cache): heads must be a multiple of kv_heads", "heads", d[1], "kv_heads", G);
-  tensor<T, dyn, dyn, dyn, Dv> out(d[0], d[1], d[2]);
-  const auto H = static_cast<std::ptrdiff_t>(d[1]), N = static_cast<std::ptrdiff_t>(d[2]);
-  const kernels::strided<const T> qs{qt.data(), H * N * static_cast<std::ptrdiff_t>(Dk), N * static_cast<std::ptrdiff_t>(Dk),
-                                     static_cast<std::ptrdiff_t>(Dk)};
-  const kernels::strided<T> os{out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
-                               static_cast<std::ptrdiff_t>(Dv)};
-  detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, T(1) / std::sqrt(T(Dk)), ctx);
-  return out;
+  using result = tensor<T, dyn, dyn, dyn, Dv>;
+  constexpr bool rank_ok = SQ::rank == 4;
+  static_assert(rank_ok, "attnx: attend(q, cache): q must be (B, heads, n, d_k)");
+  constexpr bool dk_ok = !rank_ok || may_equal_extents(SQ::cols, Dk);
+  static_assert(dk_ok, "attnx: attend(q, cache): q's last axis must be the cache's d_k");
+  constexpr bool heads_ok = !rank_ok || SQ::extents[1] == dyn || SQ::extents[1] % G == 0;
+  static_assert(heads_ok, "attnx: attend(q, cache): q's heads must be a multiple of the cache's kv_heads");
+  constexpr bool type_ok = std::is_same_v<value_t<Q>, T>;
+  static_assert(type_ok || !rank_ok || !dk_ok || !heads_ok, "attnx: attend(q, cache): q must have the cache's type T");
+  if constexpr (rank_ok && dk_ok && heads_ok && type_ok) {
+    const basic_tensor<T, SQ> qt = q;
+    const auto d = qt.dims();
+    if (d[3] != Dk) detail::throw_extent_error("attend(q, cache): q's last axis must be the cache's d_k", "q_features", d[3], "d_k", Dk);
+    if (d[0] != cache.batch())
+      detail::throw_extent_error("attend(q, cache): q's batch must be the cache's", "q_batch", d[0], "cache_batch", cache.batch());
+    if (d[1] % G != 0)
+      detail::throw_extent_error("attend(q, cache): q's heads must be a multiple of the cache's kv_heads", "heads", d[1], "kv_heads", G);
+    result out(d[0], d[1], d[2]);
+    const auto H = static_cast<std::ptrdiff_t>(d[1]), N = static_cast<std::ptrdiff_t>(d[2]);
+    const kernels::strided<const T> qs{qt.data(), H * N * static_cast<std::ptrdiff_t>(Dk), N * static_cast<std::ptrdiff_t>(Dk),
+                                       static_cast<std::ptrdiff_t>(Dk)};
+    const kernels::strided<T> os{out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
+                                 static_cast<std::ptrdiff_t>(Dv)};
+    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, T(1) / std::sqrt(T(Dk)), ctx);
+    return out;
+  } else {
+    return result{};
+  }
 }
 
 }  // namespace attnx

@@ -398,25 +398,45 @@ class multi_head_attention {
   template <expression X, class Cache>
     requires is_kv_cache_v<Cache>
   auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
-    static_assert(shape_of_t<X>::rank == 3, "attnx: multi_head_attention::step: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
-    return step_impl(x, cache, 0, ctx, true);
+    constexpr bool step_rank_ok = shape_of_t<X>::rank == 3;
+    static_assert(step_rank_ok, "attnx: multi_head_attention::step: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
+    if constexpr (step_rank_ok) {
+      return step_impl(x, cache, 0, ctx, true);
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};  // (a tensor, as step returns: no follow-on error)
+    }
   }
   // x (n, d_model): the n new tokens of batch item b only. Returns (n, d_model).
   template <expression X, class Cache>
     requires is_kv_cache_v<Cache>
   auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
-    static_assert(shape_of_t<X>::rank == 2, "attnx: multi_head_attention::step: with a batch item, x must be (n, d_model)");
-    return step_impl(x, cache, b, ctx, false);
+    constexpr bool step_rank_ok = shape_of_t<X>::rank == 2;
+    static_assert(step_rank_ok, "attnx: multi_head_attention::step: with a batch item, x must be (n, d_model)");
+    if constexpr (step_rank_ok) {
+      return step_impl(x, cache, b, ctx, false);
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};  // (a tensor, as step returns: no follow-on error)
+    }
   }
 
  private:
   template <class X, class Cache>
   auto step_impl(const X& x, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
     using SX = shape_of_t<X>;
-    static_assert(std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads && Cache::d_k == d_k &&
-                      Cache::d_v == d_v,
-                  "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
-    static_assert(features_ok<SX>, "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
+    constexpr bool cache_ok = std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads &&
+                              Cache::d_k == d_k && Cache::d_v == d_v;
+    static_assert(cache_ok, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
+    static_assert(!cache_ok || features_ok<SX>,
+                  "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
+    if constexpr (!cache_ok || !features_ok<SX>) {
+      return basic_tensor<T, output_placeholder<SX>>{};
+    } else {
+      return step_run(x, cache, b0, ctx, all);
+    }
+  }
+  template <class X, class Cache>
+  auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
+    using SX = shape_of_t<X>;
     check_features(x, "input", "input_features");
     const auto d = dims_of(x);
     const std::size_t nb = all ? d[0] : 1, n = d[SX::rank - 2];
