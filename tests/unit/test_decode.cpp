@@ -1,0 +1,661 @@
+#define BOOST_TEST_MODULE decode
+#include <boost/test/unit_test.hpp>
+
+#include "attnx/kernels/attention_state.hpp"
+#include "attnx/kernels/flash_attention.hpp"
+#include "attnx/tensor/half.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+// The decode path of the fused kernel (L_q <= kernels::detail::decode_max_rows: vectors along the head
+// dimension, the keys in fixed chunks of detail::decode_chunk whose partial states are merged) and the
+// log-sum-exp output of both paths, against a plain double reference that applies the problem's score
+// program step by step; K and V stored as bf16 / f16 and the conversions of attnx::bf16 / attnx::f16; the
+// state merge (kernels/attention_state.hpp). Every instruction set this CPU has, with 1 and 2 threads,
+// which must give the same bits.
+
+namespace ak = attnx::kernels;
+using ak::causal_kind;
+using attnx::simd::isa;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+constexpr double qnan = std::numeric_limits<double>::quiet_NaN();
+
+// |got - want| <= tol * max(1, |want|), for N(0,1) inputs and scores of order 1. Observed: 8e-7 and 3e-15.
+template <class T>
+constexpr double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+
+struct shape {
+  std::size_t batch, heads, kv_heads, lq, lk, dk, dv;
+  int layout = 0;  // 0: [b][h][row][col]; 1: token-major [b][row][h][col]; 2: as 0 with padded rows and heads
+};
+std::ostream& operator<<(std::ostream& os, const shape& s) {
+  return os << "B=" << s.batch << " H=" << s.heads << " KVH=" << s.kv_heads << " Lq=" << s.lq << " Lk=" << s.lk
+            << " dk=" << s.dk << " dv=" << s.dv << " layout=" << s.layout;
+}
+
+// Strides of a (batch, nh, nr, d) operand in a layout; at() is the offset of element (b, h, r, c), or of element n
+// of the logical [b][h][r][c].
+struct layout_of {
+  std::size_t nh, nr, d;
+  std::ptrdiff_t batch, head, row;
+  layout_of(int lay, std::size_t nh_, std::size_t nr_, std::size_t d_) : nh(nh_), nr(nr_), d(d_) {
+    const auto H = std::ptrdiff_t(nh), R = std::ptrdiff_t(nr), D = std::ptrdiff_t(d);
+    row = lay == 1 ? H * D : lay == 2 ? D + 3 : D;
+    head = lay == 1 ? D : lay == 2 ? R * (D + 3) + 5 : R * D;
+    batch = lay == 2 ? H * head + 7 : H * R * D;
+  }
+  std::size_t at(std::size_t b, std::size_t h, std::size_t r, std::size_t c) const {
+    return std::size_t(std::ptrdiff_t(b) * batch + std::ptrdiff_t(h) * head + std::ptrdiff_t(r) * row + std::ptrdiff_t(c));
+  }
+  std::size_t at(std::size_t n) const { return at(n / d / nr / nh, n / d / nr % nh, n / d % nr, n % d); }
+};
+
+// The values of 16-bit storage, decoded here without attnx (sign, exponent, mantissa).
+double f16_value(std::uint32_t h) {
+  const double sign = h & 0x8000u ? -1.0 : 1.0;
+  const int e = int(h >> 10 & 0x1fu), m = int(h & 0x3ffu);
+  if (e == 31) return m ? qnan : sign * inf;
+  return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
+}
+double bf16_value(std::uint32_t h) {
+  const double sign = h & 0x8000u ? -1.0 : 1.0;
+  const int e = int(h >> 7 & 0xffu), m = int(h & 0x7fu);
+  if (e == 255) return m ? qnan : sign * inf;
+  return sign * (e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134));
+}
+std::uint16_t encode(ak::kv_storage kind, double x) {
+  return kind == ak::kv_storage::bf16 ? attnx::bf16(float(x)).bits : attnx::f16(float(x)).bits;
+}
+double stored(ak::kv_storage kind, double x) {  // x as 16-bit K / V hold it
+  return kind == ak::kv_storage::bf16 ? bf16_value(encode(kind, x)) : f16_value(encode(kind, x));
+}
+
+// One problem: logical Q, K, V in double ([b][h][i][c], K and V over the KV heads; values exact in T), the
+// kernel's buffers in the shape's layout, lse (b, h, i) at (b H + h)(Lq + 1) + i (a gap after each head), and
+// storage for the masks of a score program.
+template <class T>
+struct instance {
+  static constexpr T sentinel = T(-12345);
+  shape s;
+  layout_of Lq, Lk, Lv, Lo;
+  std::vector<double> q, k, v;
+  std::vector<T> qb, kb, vb, ob, lb;
+  std::vector<std::uint16_t> k16, v16;
+  ak::kv_storage kv = ak::kv_storage::same;
+  std::unique_ptr<bool[]> mask;
+  std::vector<T> bias;
+  std::vector<std::size_t> lengths;
+
+  instance(const shape& sh, std::uint32_t seed)
+      : s(sh), Lq(s.layout, s.heads, s.lq, s.dk), Lk(s.layout, s.kv_heads, s.lk, s.dk),
+        Lv(s.layout, s.kv_heads, s.lk, s.dv), Lo(s.layout, s.heads, s.lq, s.dv) {
+    std::mt19937 g(seed);
+    std::normal_distribution<double> nd;
+    for (auto [x, L] : {std::pair(&q, &Lq), std::pair(&k, &Lk), std::pair(&v, &Lv)})
+      for (x->resize(s.batch * L->nh * L->nr * L->d); auto& e : *x) e = double(T(nd(g)));
+    for (auto [x, L] : {std::pair(&qb, &Lq), std::pair(&kb, &Lk), std::pair(&vb, &Lv), std::pair(&ob, &Lo)})
+      x->resize(s.batch * std::size_t(L->batch));
+    lb.resize(s.batch * s.heads * (s.lq + 1)), k16.resize(kb.size()), v16.resize(vb.size());
+  }
+  instance(const instance&) = delete;
+  std::size_t qi(std::size_t b, std::size_t h, std::size_t i, std::size_t c) const { return ((b * s.heads + h) * s.lq + i) * s.dk + c; }
+  std::size_t ki(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return ((b * s.kv_heads + g) * s.lk + j) * s.dk + c; }
+  std::size_t vi(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return ((b * s.kv_heads + g) * s.lk + j) * s.dv + c; }
+  std::size_t l_at(std::size_t n) const { return n / s.lq * (s.lq + 1) + n % s.lq; }  // lse n, logical [b][h][i]
+  double out(std::size_t n) const { return double(ob[Lo.at(n)]); }  // output n, logical [b][h][i][c]
+  double out(std::size_t b, std::size_t h, std::size_t i, std::size_t c) const { return double(ob[Lo.at(b, h, i, c)]); }
+  double lse(std::size_t n) const { return double(lb[l_at(n)]); }
+
+  // The buffers from the logical values (K and V also as 16-bit values when kv says so).
+  void store() {
+    for (auto [dst, L, src] : {std::tuple(&qb, &Lq, &q), std::tuple(&kb, &Lk, &k), std::tuple(&vb, &Lv, &v)})
+      for (std::size_t n = 0; n < src->size(); ++n) (*dst)[L->at(n)] = T((*src)[n]);
+    for (std::size_t n = 0; n < kb.size() && kv != ak::kv_storage::same; ++n) k16[n] = encode(kv, double(kb[n]));
+    for (std::size_t n = 0; n < vb.size() && kv != ak::kv_storage::same; ++n) v16[n] = encode(kv, double(vb[n]));
+  }
+  // The problem over the buffers, stored (no score steps yet).
+  ak::attention_problem<T> problem() {
+    store();
+    ak::attention_problem<T> p;
+    p.q = {qb.data(), Lq.batch, Lq.head, Lq.row};
+    p.k = {kb.data(), Lk.batch, Lk.head, Lk.row};
+    p.v = {vb.data(), Lv.batch, Lv.head, Lv.row};
+    p.o = {ob.data(), Lo.batch, Lo.head, Lo.row};
+    p.lse = {lb.data(), std::ptrdiff_t(s.heads * (s.lq + 1)), std::ptrdiff_t(s.lq + 1), 1};
+    if (kv != ak::kv_storage::same) {  // K and V only as 16-bit values: the T buffers are not given
+      p.kv = kv;
+      p.k16 = {k16.data(), Lk.batch, Lk.head, Lk.row};
+      p.v16 = {v16.data(), Lv.batch, Lv.head, Lv.row};
+      p.k = {}, p.v = {};
+    }
+    p.batch = s.batch, p.heads = s.heads, p.kv_heads = s.kv_heads;
+    p.lq = s.lq, p.lk = s.lk, p.dk = s.dk, p.dv = s.dv;
+    return p;
+  }
+  void run(const ak::attention_problem<T>& p, isa i, unsigned threads) {
+    std::fill(ob.begin(), ob.end(), sentinel);
+    std::fill(lb.begin(), lb.end(), sentinel);
+    ak::flash_attention(p, i, threads);
+  }
+};
+
+template <class X>
+X elem(const ak::broadcast<const X>& m, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  return m.data[std::ptrdiff_t(b) * m.batch + std::ptrdiff_t(h) * m.head + std::ptrdiff_t(i) * m.row + std::ptrdiff_t(j) * m.col];
+}
+
+struct result {
+  std::vector<double> o, lse;  // [b][h][i][c], [b][h][i]
+};
+
+// The reference: s_ij = the score program applied to q_i . k_j, in double, in the program's order;
+// o_i = sum_j softmax_j(s_i.) v_j with softmax's rules (NaN anywhere: the row is NaN; +inf scores share
+// the weight equally; no score above -inf: 0); lse_i = ln sum_j exp(s_ij).
+template <class T>
+result reference(const ak::attention_problem<T>& p, const std::vector<double>& q, const std::vector<double>& k,
+                 const std::vector<double>& v) {
+  const std::size_t B = p.batch, H = p.heads, G = p.kv_heads, lq = p.lq, lk = p.lk, dk = p.dk, dv = p.dv;
+  result r{std::vector<double>(B * H * lq * dv, 0.0), std::vector<double>(B * H * lq)};
+  std::vector<double> s(lk);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < lq; ++i) {
+        const std::size_t g = h / (H / G);
+        for (std::size_t j = 0; j < lk; ++j) {
+          double x = 0;
+          for (std::size_t c = 0; c < dk; ++c) x += q[((b * H + h) * lq + i) * dk + c] * k[((b * G + g) * lk + j) * dk + c];
+          for (std::size_t n = 0; n < p.n_steps; ++n) {
+            const ak::score_step<T>& st = p.steps[n];
+            const double val = double(st.value);
+            switch (st.kind) {
+              case ak::step_kind::multiply: x *= val; break;
+              case ak::step_kind::divide: x /= val; break;
+              case ak::step_kind::causal_top_left: x = j > i ? val : x; break;
+              case ak::step_kind::causal_bottom_right: x = j + lq > i + lk ? val : x; break;
+              case ak::step_kind::key_lengths: x = j >= st.lengths[b] ? val : x; break;
+              case ak::step_kind::causal_lengths: x = j >= st.lengths[b] || j + lq > i + st.lengths[b] ? val : x; break;
+              case ak::step_kind::key_padding: x = j >= st.length ? val : x; break;
+              case ak::step_kind::boolean_mask: x = elem(st.mask, b, h, i, j) ? x : val; break;
+              case ak::step_kind::additive_mask: x += double(elem(st.bias, b, h, i, j)); break;
+            }
+          }
+          s[j] = x;
+        }
+        double mx = -inf;
+        bool nan = false;
+        for (double x : s) nan = nan || std::isnan(x), mx = std::isnan(x) ? mx : std::max(mx, x);
+        double* o = &r.o[((b * H + h) * lq + i) * dv];
+        double& lse = r.lse[(b * H + h) * lq + i];
+        if (nan || mx == -inf) {
+          std::fill_n(o, dv, nan ? qnan : 0.0);
+          lse = nan ? qnan : -inf;
+          continue;
+        }
+        double sum = 0;
+        for (std::size_t j = 0; j < lk; ++j) {
+          const double w = mx == inf ? (s[j] == inf ? 1.0 : 0.0) : std::exp(s[j] - mx);
+          sum += w;
+          for (std::size_t c = 0; c < dv; ++c) o[c] += w * v[((b * G + g) * lk + j) * dv + c];
+        }
+        for (std::size_t c = 0; c < dv; ++c) o[c] /= sum;
+        lse = mx == inf ? inf : mx + std::log(sum);
+      }
+  return r;
+}
+
+std::size_t nan_rows(const result& r) {
+  return std::size_t(std::count_if(r.lse.begin(), r.lse.end(), [](double x) { return std::isnan(x); }));
+}
+
+// The kernel's o and lse against the reference: within tl, NaN exactly where the reference has NaN,
+// infinities exact, rows without a visible key exactly 0, every other element of the buffers untouched.
+// Returns the worst error |got - want| / max(1, |want|).
+template <class T>
+double check(const instance<T>& in, const result& r, double tl) {
+  double worst = 0;
+  std::size_t bad = 0;
+  const auto cmp = [&](double got, double want, bool exact, const char* what, std::size_t n) {
+    const double e = std::abs(got - want) / std::max(1.0, std::abs(want));
+    const bool ok = std::isnan(want) ? std::isnan(got) : exact || std::isinf(want) ? got == want : e <= tl;
+    if (ok && !std::isnan(e)) worst = std::max(worst, e);
+    if (!ok && bad++ < 5) BOOST_ERROR(what << " [" << n << "] (logical index): got " << got << ", want " << want);
+  };
+  std::vector<char> mine(in.ob.size(), 0), mine_l(in.lb.size(), 0);
+  for (std::size_t n = 0; n < r.lse.size(); ++n) cmp(in.lse(n), r.lse[n], false, "lse", n), mine_l[in.l_at(n)] = 1;
+  for (std::size_t n = 0; n < r.o.size(); ++n) cmp(in.out(n), r.o[n], r.lse[n / in.s.dv] == -inf, "o", n), mine[in.Lo.at(n)] = 1;
+  for (std::size_t n = 0; n < in.ob.size(); ++n)
+    if (!mine[n] && in.ob[n] != in.sentinel && bad++ < 5) BOOST_ERROR("o: element " << n << " is outside the output");
+  for (std::size_t n = 0; n < in.lb.size(); ++n)
+    if (!mine_l[n] && in.lb[n] != in.sentinel && bad++ < 5) BOOST_ERROR("lse: element " << n << " is outside the output");
+  BOOST_TEST(bad == 0u);
+  return worst;
+}
+
+// p on every instruction set with 1 and 2 threads: checked against r, the same bits from both thread counts;
+// after_each(isa) runs after each instruction set's run with 1 thread.
+template <class T>
+double run_all(instance<T>& in, const ak::attention_problem<T>& p, const result& r, double tl,
+               const std::function<void(isa)>& after_each) {
+  double worst = 0;
+  for (isa i : attnx::simd::supported()) {
+    BOOST_TEST_CONTEXT(attnx::simd::name(i)) {
+      in.run(p, i, 1);
+      worst = std::max(worst, check(in, r, tl));
+      if (after_each) after_each(i);
+      const std::vector<T> o1 = in.ob, l1 = in.lb;
+      in.run(p, i, 2);
+      BOOST_TEST(std::memcmp(o1.data(), in.ob.data(), o1.size() * sizeof(T)) == 0, "threads 1 and 2: different o");
+      BOOST_TEST(std::memcmp(l1.data(), in.lb.data(), l1.size() * sizeof(T)) == 0, "threads 1 and 2: different lse");
+    }
+  }
+  return worst;
+}
+
+template <class T>
+using program = std::function<void(instance<T>&, ak::attention_problem<T>&)>;  // values and score steps
+template <class T>
+using extra_check = std::function<void(const instance<T>&, const result&)>;
+
+// A fresh instance, prog on it, its values stored again, the reference (with `nans` NaN rows) and run_all, with
+// extra after each instruction set's run.
+template <class T>
+double run_program(const shape& s, std::uint32_t seed, const program<T>& prog, std::size_t nans = 0,
+                   const extra_check<T>& extra = {}) {
+  instance<T> in(s, seed);
+  ak::attention_problem<T> p = in.problem();
+  prog(in, p);
+  in.store();
+  const result r = reference(p, in.q, in.k, in.v);
+  BOOST_TEST(nan_rows(r) == nans);
+  return run_all(in, p, r, tol<T>, [&](isa) { if (extra) extra(in, r); });
+}
+
+// For run_program: every output exactly the reference's (where the reference's arithmetic is exact).
+template <class T>
+void exactly(const instance<T>& in, const result& r) {
+  std::size_t bad = 0;
+  for (std::size_t n = 0; n < r.o.size(); ++n) bad += in.out(n) != r.o[n];
+  BOOST_TEST(bad == 0u);
+}
+
+// (B, 1, Lq, Lk) boolean mask, about 70% true, row Lq / 2 of batch item 0 all false.
+template <class T>
+ak::broadcast<const bool> random_mask(instance<T>& in, std::uint32_t seed) {
+  const shape& s = in.s;
+  in.mask.reset(new bool[s.batch * s.lq * s.lk]);
+  std::mt19937 g(seed);
+  std::bernoulli_distribution keep(0.7);
+  for (std::size_t n = 0; n < s.batch * s.lq * s.lk; ++n) in.mask[n] = keep(g) && n / s.lk != s.lq / 2;
+  return {in.mask.get(), std::ptrdiff_t(s.lq * s.lk), 0, std::ptrdiff_t(s.lk), 1};
+}
+// (1, H, Lq, Lk) bias, N(0,1) with about 10% -inf.
+template <class T>
+ak::broadcast<const T> random_bias(instance<T>& in, std::uint32_t seed) {
+  const shape& s = in.s;
+  std::mt19937 g(seed);
+  std::normal_distribution<double> nd;
+  std::uniform_int_distribution<int> pick(0, 9);
+  in.bias.resize(s.heads * s.lq * s.lk);
+  for (auto& x : in.bias) x = pick(g) == 0 ? -std::numeric_limits<T>::infinity() : T(nd(g));
+  return {in.bias.data(), 0, std::ptrdiff_t(s.lq * s.lk), std::ptrdiff_t(s.lk), 1};
+}
+
+}  // namespace
+
+// 1. Random problems: L_q up to 16; L_k around the key block (64) and chunk (512) edges; head dimensions with and
+// without a vector tail, dk != dv; GQA / MQA; three layouts; batch 1 and 2.
+template <class T>
+void sweep() {
+  const std::size_t lqs[] = {1, 2, 4, 7, 16}, lks[] = {1, 5, 63, 64, 65, 511, 512, 513, 1500}, groups[] = {8, 2, 1};
+  const std::size_t dims[][2] = {{8, 8}, {40, 40}, {64, 64}, {128, 128}, {64, 40}, {8, 128}, {128, 8}, {40, 64}};
+  const program<T> scaled = [](instance<T>& in, ak::attention_problem<T>& p) { p.multiply(T(1) / std::sqrt(T(in.s.dk))); };
+  double worst = 0;
+  std::uint32_t n = 0;
+  for (std::size_t lq : lqs)
+    for (std::size_t lk : lks) {
+      const shape s{1 + n % 2, 8, groups[n % 3], lq, lk, dims[n % 8][0], dims[n % 8][1], int(n / 3 % 3)};
+      BOOST_TEST_CONTEXT(s) { worst = std::max(worst, run_program<T>(s, 100 + n++, scaled)); }
+    }
+  BOOST_TEST_MESSAGE((sizeof(T) == 4 ? "float" : "double") << " decode sweep: worst error " << worst);
+}
+BOOST_AUTO_TEST_CASE(sweep_float) { sweep<float>(); }
+BOOST_AUTO_TEST_CASE(sweep_double) { sweep<double>(); }
+
+// 2. Score programs, step by step in their order; 6. the prefill path's lse (L_q = 40, 100).
+template <class T>
+void programs() {
+  using I = instance<T>;
+  using P = ak::attention_problem<T>;
+  const auto top = causal_kind::top_left, bottom = causal_kind::bottom_right;
+  const struct {
+    const char* name;
+    shape s;
+    program<T> prog;
+  } cases[] = {
+      {"divide", {1, 8, 2, 4, 65, 40, 24, 1}, [](I&, P& p) { p.divide(T(6.5)); }},
+      {"multiply, divide", {2, 8, 8, 3, 600, 16, 16, 0}, [](I&, P& p) { p.multiply(T(0.5)).divide(T(3)); }},
+      {"x 0: the mean of V", {1, 8, 1, 2, 700, 8, 8, 2}, [](I&, P& p) { p.multiply(T(0)); }},
+      {"/ 0: +-inf scores", {1, 8, 2, 5, 1100, 8, 16, 0}, [](I&, P& p) { p.divide(T(0)); }},
+      {"top_left, Lq > Lk", {2, 8, 8, 7, 5, 16, 8, 0}, [=](I&, P& p) { p.multiply(T(0.25)).causal(top); }},
+      {"top_left", {1, 8, 1, 16, 1100, 64, 64, 1}, [=](I&, P& p) { p.multiply(T(0.125)).causal(top); }},
+      {"bottom_right, Lq > Lk", {1, 8, 2, 7, 5, 16, 24, 1}, [=](I&, P& p) { p.multiply(T(0.25)).causal(bottom); }},
+      {"bottom_right", {2, 8, 2, 16, 1100, 40, 40, 2}, [=](I&, P& p) { p.multiply(T(0.15)).causal(bottom); }},
+      {"top_left, then x -1: the blocked keys +inf", {1, 8, 2, 5, 70, 16, 16, 0},
+       [=](I&, P& p) { p.multiply(T(0.25)).causal(top).multiply(T(-1)); }},
+      {"key_lengths {0, 530}", {2, 8, 2, 3, 700, 32, 40, 1},
+       [](I& in, P& p) { in.lengths = {0, 530}, p.multiply(T(0.2)).key_lengths(in.lengths.data()); }},
+      {"causal_lengths {3, 1100}", {2, 8, 2, 5, 1100, 16, 24, 2},
+       [](I& in, P& p) { in.lengths = {3, 1100}, p.multiply(T(0.25)).causal_lengths(in.lengths.data()); }},
+      {"no keys (Lk = 0)", {1, 8, 2, 3, 0, 8, 8, 1}, [](I&, P& p) { p.multiply(T(0.5)); }},
+      {"key_padding 600", {1, 8, 1, 2, 1100, 64, 32, 0}, [](I&, P& p) { p.multiply(T(0.125)).key_padding(600); }},
+      {"boolean (B, 1, Lq, Lk)", {2, 8, 2, 4, 600, 32, 32, 1}, [](I& in, P& p) { p.boolean_mask(random_mask(in, 7)); }},
+      {"boolean (1, H, 1, Lk)", {1, 8, 4, 3, 530, 16, 40, 2},
+       [](I& in, P& p) {
+         in.mask.reset(new bool[8 * 530]);  // head 3: only keys 520.. (chunk 1)
+         for (std::size_t n = 0; n < 8 * 530; ++n) in.mask[n] = n * 7919 % 5 != 0 && (n / 530 != 3 || n % 530 >= 520);
+         p.multiply(T(0.3)).boolean_mask({in.mask.get(), 0, 530, 0, 1});
+       }},
+      {"additive (1, H, Lq, Lk)", {2, 8, 2, 7, 513, 40, 40, 0},
+       [](I& in, P& p) { p.multiply(T(0.15)).additive_mask(random_bias(in, 8)); }},
+      {"bottom_right fill -1e9, Lq > Lk: blocked rows average V", {1, 8, 1, 7, 5, 16, 16, 1},
+       [=](I&, P& p) { p.multiply(T(0.25)).causal(bottom, T(-1e9)); }},
+      {"key_lengths {0, 5} fill -1e9", {2, 8, 2, 2, 600, 16, 8, 0},
+       [](I& in, P& p) { in.lengths = {0, 5}, p.multiply(T(0.25)).key_lengths(in.lengths.data(), T(-1e9)); }},
+      {"key_padding 0 fill -1e9, then x 2", {1, 8, 2, 3, 1100, 8, 16, 2},
+       [](I&, P& p) { p.multiply(T(0.25)).key_padding(0, T(-1e9)).multiply(T(2)); }},
+      {"every kind of step", {2, 8, 2, 6, 1100, 40, 24, 1},
+       [=](I& in, P& p) {
+         in.lengths = {1100, 700};
+         p.multiply(T(0.15)).additive_mask(random_bias(in, 9)).causal(bottom).key_lengths(in.lengths.data());
+         p.boolean_mask(random_mask(in, 10));
+       }},
+      {"prefill, no keys (Lk = 0)", {1, 2, 1, 40, 0, 8, 8, 0}, [](I&, P& p) { p.multiply(T(0.5)); }},
+      {"prefill top_left", {1, 4, 2, 40, 300, 64, 64, 1}, [=](I&, P& p) { p.multiply(T(0.125)).causal(top); }},
+      {"prefill bottom_right, Lq > Lk", {2, 4, 1, 100, 60, 32, 40, 0}, [=](I&, P& p) { p.multiply(T(0.2)).causal(bottom); }},
+      {"prefill bottom_right", {1, 2, 2, 100, 700, 40, 24, 2}, [=](I&, P& p) { p.multiply(T(0.15)).causal(bottom); }},
+      {"prefill top_left fill -1e9, Lq > Lk", {1, 2, 1, 40, 20, 16, 16, 0},
+       [=](I&, P& p) { p.multiply(T(0.25)).causal(top, T(-1e9)); }},
+      {"prefill additive, bottom_right", {1, 4, 4, 40, 100, 16, 16, 1},
+       [=](I& in, P& p) { p.multiply(T(0.25)).additive_mask(random_bias(in, 11)).causal(bottom); }},
+  };
+  std::uint32_t seed = 200;
+  double worst = 0;
+  for (const auto& c : cases)
+    BOOST_TEST_CONTEXT(c.name << ", " << c.s) { worst = std::max(worst, run_program<T>(c.s, seed++, c.prog)); }
+  BOOST_TEST_MESSAGE((sizeof(T) == 4 ? "float" : "double") << " score programs: worst error " << worst);
+}
+BOOST_AUTO_TEST_CASE(score_programs_float) { programs<float>(); }
+BOOST_AUTO_TEST_CASE(score_programs_double) { programs<double>(); }
+
+// 3. Special values, on the decode path (L_q = 4) and the prefill path (L_q = 20) alike.
+template <class T>
+void special_values(std::size_t lq) {
+  using I = instance<T>;
+  using P = ak::attention_problem<T>;
+  constexpr T pinf = std::numeric_limits<T>::infinity();
+  const shape s{2, 8, 2, lq, 1100, 40, 24, 1};
+  const std::ptrdiff_t lk = 1100;
+  // NaN in one query: that row only. NaN in key 700 of KV head 1: the rows of heads 4-7 of item 0, unless blocked.
+  run_program<T>(s, 301, [&](I& in, P& p) { in.q[in.qi(1, 5, lq - 1, 7)] = qnan, p.multiply(T(0.125)); }, 1,
+                 [&](const I& in, const result&) { BOOST_TEST(std::isnan(in.lse((8 + 5) * lq + lq - 1))); });
+  run_program<T>(s, 302, [](I& in, P& p) { in.k[in.ki(0, 1, 700, 3)] = qnan, p.multiply(T(0.125)); }, 4 * lq);
+  run_program<T>(s, 302, [](I& in, P& p) { in.k[in.ki(0, 1, 700, 3)] = qnan, p.multiply(T(0.125)).key_padding(700); });
+  // +inf scores (an additive mask) share the weight: two in one chunk (row 1), in chunks 0 and 2 (row 2), the last
+  // key (row 3); row 0: +inf and NaN, NaN.
+  const auto infinities = [&](I& in, P& p) {
+    in.bias.assign(lq * s.lk, T(0));
+    in.bias[5] = pinf, in.bias[7] = T(qnan);
+    in.bias[lk + 10] = in.bias[lk + 20] = in.bias[2 * lk + 100] = in.bias[2 * lk + 1050] = in.bias[3 * lk + 1099] = pinf;
+    p.multiply(T(0.2)).additive_mask({in.bias.data(), 0, 0, lk, 1});
+  };
+  run_program<T>(s, 303, infinities, 16, [&](const I& in, const result&) {
+    for (std::size_t h = 0; h < 8; ++h) {
+      const auto v = [&](std::size_t j, std::size_t c) { return in.v[in.vi(0, h / 4, j, c)]; };
+      BOOST_TEST((in.lse(h * lq + 1) == inf && in.lse(h * lq + 2) == inf && in.lse(h * lq + 3) == inf));
+      for (std::size_t c = 0; c < s.dv; ++c) {
+        BOOST_TEST(std::abs(in.out(0, h, 1, c) - (v(10, c) + v(20, c)) / 2) <= tol<T>);
+        BOOST_TEST(std::abs(in.out(0, h, 2, c) - (v(100, c) + v(1050, c)) / 2) <= tol<T>);
+        BOOST_TEST(in.out(0, h, 3, c) == v(1099, c));
+      }
+    }
+  });
+  // -inf (causal) + a +inf bias is NaN: row 0 (key 3 blocked, its bias +inf); row 2 sees its +inf key 1.
+  run_program<T>(s, 304, [&](I& in, P& p) {
+    in.bias.assign(lq * s.lk, T(0));
+    in.bias[3] = in.bias[2 * lk + 1] = pinf;
+    p.multiply(T(0.2)).causal(causal_kind::top_left).additive_mask({in.bias.data(), 0, 0, lk, 1});
+  }, 16);
+  // Huge logits (scale 1e30 in float, 1e300 in double): the largest score takes all the weight, exactly.
+  run_program<T>(s, 305, [](I&, P& p) { p.multiply(T(sizeof(T) == 4 ? 1e30 : 1e300)); }, 0, exactly<T>);
+  // Scores near the largest finite number: q = e_0, scores k_j0 * 0.9 max, k_j0 uniform in [-1, 1].
+  run_program<T>(s, 306, [&](I& in, P& p) {
+    std::mt19937 g(7);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (std::size_t n = 0; n < in.q.size(); ++n) in.q[n] = n % s.dk == 0 ? 1 : 0;
+    for (std::size_t n = 0; n < in.k.size(); n += s.dk) in.k[n] = double(T(u(g)));
+    p.multiply(T(0.9) * std::numeric_limits<T>::max());
+  }, 0, exactly<T>);
+}
+// One query row per KV head (L_q = 1, kv_heads = heads): the key-by-key path, with d_k = d_v = 64 (the
+// registers-resident form under AVX2 and AVX-512) and d_k 40 / d_v 24 (the general one).
+template <class T>
+void special_values_one_row(std::size_t dk, std::size_t dv) {
+  using I = instance<T>;
+  using P = ak::attention_problem<T>;
+  constexpr T pinf = std::numeric_limits<T>::infinity();
+  const shape s{2, 8, 8, 1, 1100, dk, dv, 1};
+  const std::ptrdiff_t lk = 1100;
+  run_program<T>(s, 311, [&](I& in, P& p) { in.q[in.qi(1, 5, 0, 7)] = qnan, p.multiply(T(0.125)); }, 1);
+  run_program<T>(s, 312, [](I& in, P& p) { in.k[in.ki(0, 3, 700, 3)] = qnan, p.multiply(T(0.125)); }, 1);
+  run_program<T>(s, 312, [](I& in, P& p) { in.k[in.ki(0, 3, 700, 3)] = qnan, p.multiply(T(0.125)).key_padding(700); });
+  // +inf scores in chunks 0 and 2 share the weight (every head, both items); NaN after +inf: NaN.
+  run_program<T>(s, 313, [&](I& in, P& p) {
+    in.bias.assign(2 * s.lk, T(0));
+    in.bias[100] = in.bias[1050] = pinf;
+    in.bias[lk + 3] = pinf, in.bias[lk + 900] = T(qnan);
+    p.multiply(T(0.2)).additive_mask({in.bias.data(), lk, 0, 0, 1});
+  }, 8, [&](const I& in, const result&) {
+    for (std::size_t h = 0; h < 8; ++h)
+      for (std::size_t c = 0; c < s.dv; ++c)
+        BOOST_TEST(std::abs(in.out(0, h, 0, c) - (in.v[in.vi(0, h, 100, c)] + in.v[in.vi(0, h, 1050, c)]) / 2) <= tol<T>);
+  });
+  // A fully masked item (key_lengths 0) gives 0 and lse -inf; causal bottom-right over the rest.
+  run_program<T>(s, 314, [](I& in, P& p) {
+    in.lengths = {0, 1000};
+    p.multiply(T(0.25)).key_lengths(in.lengths.data()).causal(causal_kind::bottom_right);
+  });
+  run_program<T>(s, 315, [](I&, P& p) { p.multiply(T(sizeof(T) == 4 ? 1e30 : 1e300)); }, 0, exactly<T>);
+  run_program<T>(s, 316, [](I&, P& p) { p.multiply(T(0.125)).causal(causal_kind::bottom_right, T(-1e9)); });
+}
+BOOST_AUTO_TEST_CASE(special_values_one_row_per_kv_head) {
+  special_values_one_row<float>(64, 64);
+  special_values_one_row<float>(40, 24);
+  special_values_one_row<double>(64, 64);
+  special_values_one_row<double>(40, 24);
+}
+
+BOOST_AUTO_TEST_CASE(special_values_float) {
+  for (std::size_t lq : {4u, 20u}) BOOST_TEST_CONTEXT("Lq=" << lq) { special_values<float>(lq); }
+}
+BOOST_AUTO_TEST_CASE(special_values_double) {
+  for (std::size_t lq : {4u, 20u}) BOOST_TEST_CONTEXT("Lq=" << lq) { special_values<double>(lq); }
+}
+
+// 4. Same bits on 1 and 2 threads (run_all checks it everywhere): a problem big enough for two threads to work.
+BOOST_AUTO_TEST_CASE(threads_give_the_same_bits) {
+  const shape s{2, 8, 2, 8, 1500, 128, 128, 1};
+  const auto prog = [](auto&, auto& p) { p.multiply(decltype(p.steps[0].value)(0.09)).causal(causal_kind::bottom_right); };
+  run_program<float>(s, 401, prog);
+  run_program<double>(s, 402, prog);
+}
+
+// 5. K and V stored as bf16 / f16 (float queries): against the reference of the stored values at float tolerance,
+// and against the reference of the unrounded float values within a bound per storage type (N(0,1) inputs, scale
+// 1/sqrt(dk); measured: bf16 9.0e-4 (o) and 3.9e-4 (lse), f16 1.4e-4 and 4.1e-5; bounds about 2.5 times these).
+BOOST_AUTO_TEST_CASE(bf16_and_f16_keys_and_values) {
+  for (ak::kv_storage kind : {ak::kv_storage::bf16, ak::kv_storage::f16}) {
+    const bool is_bf16 = kind == ak::kv_storage::bf16;
+    double err_o[2] = {0, 0}, err_lse[2] = {0, 0};  // decode, prefill
+    std::uint32_t seed = 500;
+    for (std::size_t lq : {1u, 4u, 16u, 40u}) {
+      const shape s{2, 8, 2, lq, 1100, lq == 4 ? 40u : 64u, lq == 16 ? 72u : 40u, int(lq % 3)};
+      BOOST_TEST_CONTEXT((is_bf16 ? "bf16 " : "f16 ") << s) {
+        instance<float> in(s, seed++);
+        in.kv = kind;
+        auto p = in.problem();
+        p.multiply(1 / std::sqrt(float(s.dk)));
+        if (lq == 40) p.causal(causal_kind::bottom_right);
+        std::vector<double> ks = in.k, vs = in.v;
+        for (auto* x : {&ks, &vs})
+          for (double& e : *x) e = stored(kind, e);
+        const result exact = reference(p, in.q, in.k, in.v);
+        const std::size_t path = lq <= ak::detail::decode_max_rows ? 0 : 1;
+        run_all(in, p, reference(p, in.q, ks, vs), tol<float>, [&](isa) {
+          for (std::size_t n = 0; n < exact.o.size(); ++n) err_o[path] = std::max(err_o[path], std::abs(in.out(n) - exact.o[n]));
+          for (std::size_t n = 0; n < exact.lse.size(); ++n)
+            err_lse[path] = std::max(err_lse[path], std::abs(in.lse(n) - exact.lse[n]));
+        });
+      }
+    }
+    BOOST_TEST_MESSAGE((is_bf16 ? "bf16" : "f16") << " K/V against the unrounded values: max |o error| decode " << err_o[0]
+                       << ", prefill " << err_o[1] << "; max |lse error| decode " << err_lse[0] << ", prefill " << err_lse[1]);
+    for (std::size_t path : {0u, 1u}) {
+      BOOST_TEST(err_o[path] <= (is_bf16 ? 2e-3 : 4e-4));
+      BOOST_TEST(err_lse[path] <= (is_bf16 ? 1e-3 : 1e-4));
+    }
+  }
+  instance<double> d({1, 1, 1, 1, 4, 8, 8, 0}, 1);  // 16-bit K/V need float queries
+  d.kv = ak::kv_storage::bf16;
+  BOOST_CHECK_THROW(ak::flash_attention(d.problem(), isa::scalar, 1), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(half_conversions) {
+  using attnx::bf16;
+  using attnx::f16;
+  static_assert(float(f16(1.5f)) == 1.5f);
+  static_assert(bf16(1.0f).bits == 0x3f80 && f16(65520.0f).bits == 0x7c00 && float(bf16(-2.5f)) == -2.5f);
+  const float fnan = std::numeric_limits<float>::quiet_NaN(), finf = std::numeric_limits<float>::infinity();
+  const float snan = std::bit_cast<float>(0x7f800001u);  // its payload only in bits both conversions drop
+  struct pair { float x; std::uint16_t bits; };
+  const pair to_bf16[] = {{1.0f, 0x3f80}, {1 + 0x1p-8f, 0x3f80} /* tie: even, down */, {1 + 3 * 0x1p-8f, 0x3f82} /* up */,
+                          {1 + 0x1p-8f + 0x1p-20f, 0x3f81}, {-0.0f, 0x8000}, {finf, 0x7f80}, {-finf, 0xff80},
+                          {std::numeric_limits<float>::max(), 0x7f80} /* beyond the largest bf16 + half a step */};
+  const pair to_f16[] = {{1.0f, 0x3c00}, {1 + 0x1p-11f, 0x3c00} /* tie: even */, {1 + 3 * 0x1p-11f, 0x3c02},
+                         {65504.0f, 0x7bff}, {65519.0f, 0x7bff}, {65520.0f, 0x7c00}, {-65520.0f, 0xfc00}, {1e10f, 0x7c00},
+                         {finf, 0x7c00}, {0x1p-14f, 0x0400}, {0x1p-14f - 0x1p-25f, 0x0400} /* tie: even */,
+                         {0x1p-24f, 0x0001}, {0x1p-25f, 0x0000} /* tie: even */, {std::nextafter(0x1p-25f, 1.0f), 0x0001},
+                         {3 * 0x1p-25f, 0x0002}, {-0.0f, 0x8000}, {-0x1p-26f, 0x8000}};
+  for (const pair& t : to_bf16) BOOST_TEST_CONTEXT(t.x) { BOOST_TEST(bf16(t.x).bits == t.bits); }
+  for (const pair& t : to_f16) BOOST_TEST_CONTEXT(t.x) { BOOST_TEST(f16(t.x).bits == t.bits); }
+  for (float x : {fnan, -fnan, snan, -snan}) BOOST_TEST((std::isnan(float(bf16(x))) && std::isnan(float(f16(x)))));
+
+  // Every bit pattern: the float value is exact (an independent decoding) and converts back to the same bits;
+  // every midpoint between neighbours rounds to the even one, one float step either side to the nearer.
+  std::size_t bad = 0;
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const double hf = f16_value(b), hb = bf16_value(b);
+    const float xf = float(f16::from_bits(std::uint16_t(b))), xb = float(bf16::from_bits(std::uint16_t(b)));
+    bad += std::isnan(hf) ? !std::isnan(xf) : (double(xf) != hf || f16(xf).bits != b);
+    bad += std::isnan(hb) ? !std::isnan(xb) : (double(xb) != hb || bf16(xb).bits != b);
+  }
+  BOOST_TEST(bad == 0u);
+  const auto midpoints = [](std::uint32_t last, double (*value)(std::uint32_t), std::uint16_t (*conv)(float), double top) {
+    std::size_t wrong = 0;
+    for (std::uint32_t b = 0; b <= last; ++b) {  // last + 1 is +inf: top stands for the next step
+      const auto m = float((value(b) + (b == last ? top : value(b + 1))) / 2);
+      const std::uint32_t even = b % 2 ? b + 1 : b;
+      wrong += conv(m) != even || conv(-m) != (even | 0x8000u) || conv(std::nextafter(m, 0.0f)) != b ||
+               conv(std::nextafter(m, 2 * m)) != b + 1;
+    }
+    return wrong;
+  };
+  BOOST_TEST(midpoints(0x7bff, f16_value, [](float x) { return f16::from_float(x); }, 65536.0) == 0u);
+  BOOST_TEST(midpoints(0x7f7f, bf16_value, [](float x) { return bf16::from_float(x); }, std::ldexp(1.0, 128)) == 0u);
+}
+
+// 7. merge_partials / finish_row: the keys of one row (12 scores, dv = 3) in parts whose states are computed here.
+namespace {
+std::vector<double> row_s, row_v;
+// The state of keys [j0, j1) into st: m = their max + shift (any reference will do), l, unnormalised o.
+void part(std::size_t j0, std::size_t j1, double shift, double* st) {
+  double m = -inf;
+  for (std::size_t j = j0; j < j1; ++j) m = std::max(m, row_s[j]);
+  std::fill_n(st, 5, 0.0);
+  st[0] = m == -inf ? -inf : m + shift;
+  for (std::size_t j = j0; j < j1 && m != -inf; ++j) {
+    const double w = m == inf ? (row_s[j] == inf ? 1.0 : 0.0) : std::exp(row_s[j] - st[0]);
+    st[1] += w;
+    for (std::size_t c = 0; c < 3; ++c) st[2 + c] += w * row_v[j * 3 + c];
+  }
+}
+// Merges n states at st (stride 6) and finishes the row: o and lse.
+double merged(std::size_t n, const double* st, std::ptrdiff_t stride, double* o) {
+  return ak::finish_row(ak::merge_partials(n, st, stride, 3, o), o, 3);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(merge_partials_and_finish_row) {
+  std::mt19937 g(9);
+  std::normal_distribution<double> nd;
+  row_s.resize(12), row_v.resize(36);
+  for (auto& x : row_s) x = 3 * nd(g);
+  for (auto& x : row_v) x = nd(g);
+  double whole[6], got[3], st[30];
+  part(0, 12, 0, whole);  // the whole row in one part: o = whole[2..4] / whole[1], lse = m + ln l
+  const auto close = [&](double lse, double e) {
+    BOOST_TEST(std::abs(lse - (whole[0] + std::log(whole[1]))) <= e);
+    for (std::size_t c = 0; c < 3; ++c) BOOST_TEST(std::abs(got[c] - whole[2 + c] / whole[1]) <= e);
+  };
+  for (double shift : {0.0, 5.0, -40.0}) {  // parts [0, 4), [4, 9), [9, 12), then two with no visible key
+    part(0, 4, shift, st), part(4, 9, -shift, st + 6), part(9, 12, 0.5, st + 12), part(0, 0, 0, st + 18), part(5, 5, 0, st + 24);
+    close(merged(3, st, 6, got), 1e-13);
+    close(merged(5, st, 6, got), 1e-13);
+    close(merged(3, st + 12, -6, got), 1e-13);  // the other order
+  }
+  {  // float states
+    part(0, 4, 0, st), part(4, 9, 0, st + 6), part(9, 12, 0, st + 12);
+    float fs[18], fo[3];
+    std::copy_n(st, 18, fs);
+    const double lse = ak::finish_row(ak::merge_partials(3, fs, 6, 3, fo), fo, 3);
+    std::copy_n(fo, 3, got);
+    close(lse, 1e-5 * std::max(1.0, std::abs(lse)));
+  }
+  // A normalised state (m = lse, l = 1, o = the output) of keys [0, 9) with the part [9, 12).
+  part(0, 9, 0, st), part(9, 12, 0, st + 6);
+  for (std::size_t c = 0; c < 3; ++c) st[2 + c] /= st[1];
+  st[0] += std::log(st[1]), st[1] = 1;
+  close(merged(2, st, 6, got), 1e-13);
+  // No visible key anywhere: 0 and -inf.
+  part(0, 0, 0, st), part(3, 3, 0, st + 6);
+  BOOST_TEST(merged(2, st, 6, got) == -inf);
+  BOOST_TEST((got[0] == 0.0 && got[1] == 0.0 && got[2] == 0.0));
+  // +inf scores (keys 1 and 2 in part 0, key 10 in part 2): the mean of their values, lse +inf.
+  row_s[1] = row_s[2] = row_s[10] = inf;
+  part(0, 4, 0, st), part(4, 9, 0, st + 6), part(9, 12, 0, st + 12), part(0, 0, 0, st + 18);
+  BOOST_TEST(merged(4, st, 6, got) == inf);
+  for (std::size_t c = 0; c < 3; ++c)
+    BOOST_TEST(std::abs(got[c] - (row_v[3 + c] + row_v[6 + c] + row_v[30 + c]) / 3) <= 1e-15);
+  // NaN as a part's m, or as its l (the decode kernel's NaN row): the row is NaN.
+  for (std::size_t where : {0u, 1u}) {
+    part(0, 4, 0, st), part(4, 9, 0, st + 6), part(9, 12, 0, st + 12);
+    st[6 + where] = qnan;
+    BOOST_TEST(std::isnan(merged(3, st, 6, got)));
+    BOOST_TEST((std::isnan(got[0]) && std::isnan(got[1]) && std::isnan(got[2])));
+  }
+}
