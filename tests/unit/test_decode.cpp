@@ -480,6 +480,13 @@ void special_values_one_row(std::size_t dk, std::size_t dv) {
     in.lengths = {0, 1000};
     p.multiply(T(0.25)).key_lengths(in.lengths.data()).causal(causal_kind::bottom_right);
   });
+  // Blocked first keys (a boolean mask: not skipped, the scores are -inf before any visible key) and one
+  // (item, head) with every key blocked: 0 and lse -inf.
+  run_program<T>(s, 317, [](I& in, P& p) {
+    in.mask.reset(new bool[2 * 8 * 1100]);
+    for (std::size_t n = 0; n < 2 * 8 * 1100; ++n) in.mask[n] = n % 1100 >= 10 && n % 3 != 0 && n / 1100 != 8 + 2;
+    p.multiply(T(0.125)).boolean_mask({in.mask.get(), 8 * 1100, 1100, 0, 1});
+  });
   run_program<T>(s, 315, [](I&, P& p) { p.multiply(T(sizeof(T) == 4 ? 1e30 : 1e300)); }, 0, exactly<T>);
   run_program<T>(s, 316, [](I&, P& p) { p.multiply(T(0.125)).causal(causal_kind::bottom_right, T(-1e9)); });
 }
