@@ -354,13 +354,14 @@ GGML = [  # issue 11: ggml_flash_attn_ext, L_q = 1, H = 8, d = 128, one thread, 
 ]
 
 
-def decode_comparison(path):
+def decode_comparison(path, run_note=""):
     """bench_decode: the decode kernel against the bandwidth floor measured in the same run, and OpenBLAS."""
     out, rows = [], []
     if not path:
         return out, rows
     with open(path) as f:
         data = json.load(f)
+    ctx = data.get("context", {})
     runs = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(seconds, GB/s)]
     floor = collections.defaultdict(list)  # threads -> [GB/s]
     for b in data["benchmarks"]:
@@ -386,6 +387,7 @@ def decode_comparison(path):
             f". Medians of {reps} repetitions, wall time. `% floor` = the fp32 floor time / the time (above 100% "
             "for bf16 / f16, which read half the bytes). `× OpenBLAS` = the unfused OpenBLAS time (sgemm, row softmax, "
             "sgemm per head) / the fp32 kernel's.", "",
+            f"Run: {ctx.get('date', '?')}" + (f"; {run_note}" if run_note else "") + ".", "",
             "| H | L_q | L_k | threads | fp32 ms | GB/s | % floor | × OpenBLAS | bf16 ms | % floor | × fp32 | f16 ms | % floor | × fp32 |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     worst = {}
@@ -469,6 +471,7 @@ def main():
     ap.add_argument("--baseline", default="")
     ap.add_argument("--dynamic", default="")
     ap.add_argument("--decode", default="")
+    ap.add_argument("--decode-note", default="", help="how the decode run differs from the main one (date, commit, load)")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--plot", default="")
     a = ap.parse_args()
@@ -501,7 +504,7 @@ def main():
     gemm_md, gemm_rows = gemm_comparison(load_compare(a.compare_gemm))
     mha_md, mha_rows = mha_comparison(load_compare(a.compare_mha))
     dyn_md, dyn_rows = dynamic_comparison(a.dynamic)
-    dec_md, dec_rows = decode_comparison(a.decode)
+    dec_md, dec_rows = decode_comparison(a.decode, a.decode_note)
     md += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
     for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows:
         md.append(f"| {text} | {fig or 'not measured'} | {'yes' if met else ('no' if met is not None else '–')} |")
