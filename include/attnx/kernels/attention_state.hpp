@@ -18,6 +18,18 @@
 
 namespace attnx::kernels {
 
+// exp(x - m), the weight of x against the reference m, with softmax's rules for the special values: x = -inf
+// (blocked, or a part with no visible key) weighs 0 whatever m; against m = +inf only x = +inf weighs (1:
+// +inf scores share the weight), NaN stays NaN. Also the factor exp(m_old - m_new) by which a state is rescaled
+// when its reference rises from m_old to m_new.
+template <class T>
+T weight_of(T x, T m) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  if (x == -inf) return T(0);
+  if (m == inf) return x == inf ? T(1) : (x != x ? x : T(0));
+  return std::exp(x - m);
+}
+
 template <class T>
 struct merged_row {
   T m, l;  // reference and sum of weights; o is written by merge_partials
@@ -40,11 +52,10 @@ merged_row<T> merge_partials(std::size_t n, const T* first, std::ptrdiff_t strid
     for (std::size_t x = 0; x < dv; ++x) out[x] = std::numeric_limits<T>::quiet_NaN();
     return {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::quiet_NaN()};
   }
-  const T ref = big == -inf ? T(0) : big;
   T l = 0;
   for (std::size_t c = 0; c < n; ++c) {
     const T* part = first + static_cast<std::ptrdiff_t>(c) * stride;
-    const T f = big == inf ? (part[0] == inf ? T(1) : T(0)) : std::exp(part[0] - ref);
+    const T f = weight_of(part[0], big);
     l += f * part[1];
     for (std::size_t x = 0; x < dv; ++x) out[x] += f * part[2 + x];
   }

@@ -172,6 +172,18 @@ std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan,
   return lim;
 }
 
+// K or V of the decode kernel, whatever its element type (T, bf16 or f16): element c of row j of matrix
+// (b, g) at static_cast<const KV*>(data)[b * batch + g * head + j * row + c]. (Untyped so that the decode
+// driver is compiled once per T, not once per storage type and instruction set.)
+struct kv_stack {
+  const void* data;
+  std::ptrdiff_t batch, head, row;
+};
+template <class U>
+kv_stack untyped(strided<const U> s) {
+  return {s.data, s.batch, s.head, s.row};
+}
+
 // 2^f on |f| <= 1/2: near-minimax (Chebyshev) fits, max abs error 2.0e-9 (float, degree 6) and
 // 3.2e-18 (double, degree 11); lowest degree first.
 template <class T>
@@ -371,9 +383,22 @@ inline constexpr std::size_t decode_max_rows = 16;
 // Keys per split-K chunk. Fixed, so that the results do not depend on the number of threads.
 inline constexpr std::size_t decode_chunk = 512;
 
-// Work items (batch item, KV head, chunk of keys), each a partial state per row; then the merge.
-template <class T, class Kernel, class KV>
-void run_decode(const attention_problem<T>& p, strided<const KV> k, strided<const KV> v, unsigned threads) {
+// One decode kernel (instruction set and storage type) as run_decode sees it.
+template <class T>
+struct decode_kernel_ref {
+  std::size_t (*scratch_elems)(std::size_t rows, std::size_t dk, std::size_t dv);
+  void (*run)(const attention_problem<T>&, const score_plan<T>&, kv_stack k, kv_stack v, std::size_t b, std::size_t g,
+              std::size_t k0, std::size_t k1, T* buf, const std::size_t* limits, const std::size_t* ends, T* state);
+};
+template <class Kernel, class T>
+decode_kernel_ref<T> decode_ref() {
+  return {&Kernel::scratch_elems, &Kernel::run};
+}
+
+// Work items (batch item, KV head, chunk of keys), each a partial state per row; then the merge. Compiled once
+// per T (the kernel comes as decode_kernel_ref). p: validated, not empty.
+template <class T>
+void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned threads, const decode_kernel_ref<T>& kernel) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   const score_plan<T> plan = make_plan(p);
   const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
@@ -414,15 +439,14 @@ void run_decode(const attention_problem<T>& p, strided<const KV> k, strided<cons
   const auto slots = static_cast<unsigned>(std::min<std::size_t>({std::max(1u, threads), items.size(), by_work}));
 
   const std::size_t per_state = rows * (p.dv + 2);
-  const std::size_t scratch = (Kernel::scratch_elems(rows, p.dk, p.dv) * sizeof(T) + 63) / 64 * 64;
+  const std::size_t scratch = (kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T) + 63) / 64 * 64;
   const scratch_block states(items.size() * per_state * sizeof(T));
   const scratch_block buf(scratch * slots);
   T* st = reinterpret_cast<T*>(states.get());
   exec::parallel_for(items.size(), slots, [&](std::size_t n, unsigned slot) {
     const item& it = items[n];
-    Kernel::run(p, k.matrix(it.b, it.g), k.row, v.matrix(it.b, it.g), v.row, plan, it.b, it.g, it.k0, it.k1,
-                reinterpret_cast<T*>(buf.get() + scratch * slot), limits.data() + it.b * nl * rows,
-                ends.data() + it.b * rows, st + n * per_state);
+    kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, reinterpret_cast<T*>(buf.get() + scratch * slot),
+               limits.data() + it.b * nl * rows, ends.data() + it.b * rows, st + n * per_state);
   });
 
   // Merge the chunks of each (b, g), row by row, into the output (and the log-sum-exp).
@@ -440,20 +464,14 @@ void run_decode(const attention_problem<T>& p, strided<const KV> k, strided<cons
     }
 }
 
+// The decode kernels of one instruction set, by storage type (bf16 / f16 only with T = float).
 template <class T, template <class, class> class Kernel>
 void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
-  switch (p.kv) {
-    case kv_storage::same: return run_decode<T, Kernel<T, T>, T>(p, p.k, p.v, threads);
-    case kv_storage::bf16:
-    case kv_storage::f16:
-      if constexpr (std::is_same_v<T, float>) {
-        const strided<const bf16> kb{reinterpret_cast<const bf16*>(p.k16.data), p.k16.batch, p.k16.head, p.k16.row};
-        const strided<const bf16> vb{reinterpret_cast<const bf16*>(p.v16.data), p.v16.batch, p.v16.head, p.v16.row};
-        const strided<const f16> kf{reinterpret_cast<const f16*>(p.k16.data), p.k16.batch, p.k16.head, p.k16.row};
-        const strided<const f16> vf{reinterpret_cast<const f16*>(p.v16.data), p.v16.batch, p.v16.head, p.v16.row};
-        if (p.kv == kv_storage::bf16) return run_decode<T, Kernel<T, bf16>, bf16>(p, kb, vb, threads);
-        return run_decode<T, Kernel<T, f16>, f16>(p, kf, vf, threads);
-      }
+  if (p.kv == kv_storage::same) return run_decode(p, untyped(p.k), untyped(p.v), threads, decode_ref<Kernel<T, T>, T>());
+  if constexpr (std::is_same_v<T, float>) {
+    const kv_stack k = untyped(p.k16), v = untyped(p.v16);
+    if (p.kv == kv_storage::bf16) return run_decode(p, k, v, threads, decode_ref<Kernel<T, bf16>, T>());
+    return run_decode(p, k, v, threads, decode_ref<Kernel<T, f16>, T>());
   }
 }
 
