@@ -122,18 +122,17 @@ python3 scripts/bench_compare.py --out "$OUT/compare_gemm.json" --rounds "$ROUND
 python3 scripts/bench_compare.py --out "$OUT/compare_mha.json" --rounds "$ROUNDS" --min-time "$CMP_TIME" \
   native="$BUILD/bench/bench_mha:BM_mha_(fused|projections)/L:(128|512|1024|2048)/" \
   default="build/bench-default/bench/bench_mha:BM_mha_fused/L:(512|1024)/"
-dyn_cmd=(env -u OPENBLAS_CORETYPE "$BUILD/bench/bench_dynamic"
-  --benchmark_repetitions="$REPS" --benchmark_min_time="$CMP_TIME"
-  --benchmark_enable_random_interleaving=true
-  --benchmark_out="$OUT/dynamic.json" --benchmark_out_format=json)
-echo "+ ${dyn_cmd[*]}"
-"${dyn_cmd[@]}" | grep -v '_\(mean\|median\|stddev\|cv\) ' || true
-dec_cmd=(env -u OPENBLAS_CORETYPE "$BUILD/bench/bench_decode"
-  --benchmark_repetitions="$REPS" --benchmark_min_time="$CMP_TIME"
-  --benchmark_enable_random_interleaving=true
-  --benchmark_out="$OUT/decode.json" --benchmark_out_format=json)
-echo "+ ${dec_cmd[*]}"
-"${dec_cmd[@]}" | grep -v '_\(mean\|median\|stddev\|cv\) ' || true
+# run_repeated BINARY OUT: every benchmark of BINARY, repetitions interleaved, JSON to $OUT/OUT.json
+run_repeated() {
+  local cmd=(env -u OPENBLAS_CORETYPE "$BUILD/bench/$1"
+    --benchmark_repetitions="$REPS" --benchmark_min_time="$CMP_TIME"
+    --benchmark_enable_random_interleaving=true
+    --benchmark_out="$OUT/$2.json" --benchmark_out_format=json)
+  echo "+ ${cmd[*]}"
+  "${cmd[@]}" | grep -v '_\(mean\|median\|stddev\|cv\) ' || true
+}
+run_repeated bench_dynamic dynamic
+run_repeated bench_decode decode
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The report needs only the standard library; the plot needs matplotlib, which may be installed

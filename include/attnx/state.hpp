@@ -63,21 +63,10 @@ template <class E>
 auto partial_attention_of(const E& e, const context& ctx) {
   using T = value_t<E>;
   using O = shape_of_t<E>;
-  constexpr std::size_t R = O::rank;
   const auto d = dims_of(e);
   attention_state<T, O> s{basic_tensor<T, O>(d, uninitialized), basic_tensor<T, typename attention_state<T, O>::lse_shape>(
                                                                      detail::drop_last_dim(d), uninitialized)};
-  kernels::strided<T> o{s.out.data(), 0, 0, static_cast<std::ptrdiff_t>(d[R - 1])};
-  kernels::strided<T> l{s.lse.data(), 0, 0, 1};
-  if constexpr (R >= 3) {
-    o.batch = static_cast<std::ptrdiff_t>(dims_size(d) / (d[0] == 0 ? 1 : d[0]));
-    l.batch = o.batch / static_cast<std::ptrdiff_t>(d[R - 1] == 0 ? 1 : d[R - 1]);
-  }
-  if constexpr (R == 4) {
-    o.head = static_cast<std::ptrdiff_t>(d[2] * d[3]);
-    l.head = static_cast<std::ptrdiff_t>(d[2]);
-  }
-  if (!fused::run(o, e, ctx, l)) {  // empty extents: no key (or no row, or no column)
+  if (!fused::run(s.out.data(), e, ctx, s.lse.data())) {  // empty extents: no key (or no row, or no column)
     std::fill_n(s.out.data(), s.out.numel(), T(0));
     std::fill_n(s.lse.data(), s.lse.numel(), -std::numeric_limits<T>::infinity());
   }
@@ -100,38 +89,46 @@ auto partial_attention(const E& e, const context& ctx = current_context()) {
   }
 }
 
-// The state of the union of the key sets of the given states (all of one shape; at least one).
+namespace detail {
+// The state of the union of the key sets of n states (all of one shape; n >= 1).
 template <class T, class S>
-attention_state<T, S> merge(std::span<const attention_state<T, S>> states) {
-  if (states.empty()) throw std::invalid_argument("attnx: merge: no attention state to merge");
-  const auto d = states[0].out.dims();
-  for (const auto& st : states)
-    if (st.out.dims() != d)
-      detail::throw_extent_error("merge: the attention states must have one shape", "rows",
-                                 dims_size(st.out.dims()) / std::max<std::size_t>(1, d[S::rank - 1]), "first_rows",
-                                 dims_size(d) / std::max<std::size_t>(1, d[S::rank - 1]));
-  const std::size_t dv = d[S::rank - 1], rows = states[0].lse.numel(), n = states.size();
+attention_state<T, S> merge_states(const attention_state<T, S>* const* states, std::size_t n) {
+  if (n == 0) throw std::invalid_argument("attnx: merge: no attention state to merge");
+  const auto d = states[0]->out.dims();
+  const std::size_t dv = d[S::rank - 1], rows = states[0]->lse.numel();
+  for (std::size_t c = 0; c < n; ++c)
+    if (states[c]->out.dims() != d)
+      throw_extent_error("merge: the attention states must have one shape", "rows", states[c]->lse.numel(), "first_rows",
+                         rows);
   attention_state<T, S> m{basic_tensor<T, S>(d, uninitialized),
-                          basic_tensor<T, typename attention_state<T, S>::lse_shape>(states[0].lse.dims(), uninitialized)};
-  std::vector<T> parts(n * (dv + 2));
+                          basic_tensor<T, typename attention_state<T, S>::lse_shape>(states[0]->lse.dims(), uninitialized)};
+  std::vector<T> parts(n * (dv + 2));  // each state's row as a partial state: m = lse, l = 1, o = out
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < n; ++c) {
       T* part = parts.data() + c * (dv + 2);
-      part[0] = states[c].lse.data()[r];
+      part[0] = states[c]->lse.data()[r];
       part[1] = T(1);
-      std::copy_n(states[c].out.data() + r * dv, dv, part + 2);
+      std::copy_n(states[c]->out.data() + r * dv, dv, part + 2);
     }
     T* o = m.out.data() + r * dv;
-    const auto row = kernels::merge_partials(n, parts.data(), static_cast<std::ptrdiff_t>(dv + 2), dv, o);
-    m.lse.data()[r] = kernels::finish_row(row, o, dv);
+    m.lse.data()[r] = kernels::finish_row(kernels::merge_partials(n, parts.data(), static_cast<std::ptrdiff_t>(dv + 2), dv, o), o, dv);
   }
   return m;
+}
+}  // namespace detail
+
+// The state of the union of the key sets of the given states (all of one shape; at least one).
+template <class T, class S>
+attention_state<T, S> merge(std::span<const attention_state<T, S>> states) {
+  std::vector<const attention_state<T, S>*> ptrs;
+  for (const auto& st : states) ptrs.push_back(&st);
+  return detail::merge_states(ptrs.data(), ptrs.size());
 }
 template <class T, class S, class... More>
   requires(std::is_same_v<More, attention_state<T, S>> && ...)
 attention_state<T, S> merge(const attention_state<T, S>& first, const More&... more) {
-  const std::vector<attention_state<T, S>> all{first, more...};
-  return merge(std::span<const attention_state<T, S>>(all));
+  const attention_state<T, S>* const ptrs[] = {&first, &more...};
+  return detail::merge_states(ptrs, 1 + sizeof...(More));
 }
 
 }  // namespace attnx

@@ -45,6 +45,17 @@ Tn ramp(double step) {
   });
 }
 
+// A module whose weights are ramps (the same in every test that uses one).
+template <class M>
+M ramp_module() {
+  M m;
+  m.w_q = ramp<decltype(m.w_q)>(0.3);
+  m.w_k = ramp<decltype(m.w_k)>(0.4);
+  m.w_v = ramp<decltype(m.w_v)>(0.5);
+  m.w_o = ramp<decltype(m.w_o)>(0.6);
+  return m;
+}
+
 void expressions() {
   const auto xs = ramp<tensor<float, seq<6>, d_model<8>>>(0.3);
   const auto wq = ramp<tensor<float, d_model<8>, d_k<4>>>(0.5);
@@ -188,11 +199,7 @@ static_assert(constant_attention() == 1.0);
 
 void modules() {
   using mha_t = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1, .bias = true}>;
-  mha_t mha;
-  mha.w_q = ramp<decltype(mha.w_q)>(0.3);
-  mha.w_k = ramp<decltype(mha.w_k)>(0.4);
-  mha.w_v = ramp<decltype(mha.w_v)>(0.5);
-  mha.w_o = ramp<decltype(mha.w_o)>(0.6);
+  const auto mha = ramp_module<mha_t>();
   const auto xb = ramp<tensor<float, batch<2>, seq<5>, d_model<8>>>(0.4);
   tensor<float, batch<2>, seq<5>, d_model<8>> y1 = mha(xb, causal);
   tensor<float, batch<2>, seq<5>, d_model<8>> y2 = mha(xb, xb);
@@ -237,11 +244,7 @@ void dynamic_extents() {
              kd.dims()[0] == 2,
          "dyn expressions");
   using mha_t = multi_head_attention<float, 8, 2>;
-  mha_t mha;
-  mha.w_q = ramp<decltype(mha.w_q)>(0.3);
-  mha.w_k = ramp<decltype(mha.w_k)>(0.4);
-  mha.w_v = ramp<decltype(mha.w_v)>(0.5);
-  mha.w_o = ramp<decltype(mha.w_o)>(0.6);
+  const auto mha = ramp_module<mha_t>();
   tensor<float, dyn, seq<dyn>, d_model<8>> yd = mha(xd, causal);
   tensor<float, batch<2>, seq<5>, d_model<8>> ys = mha(xs, causal);
   expect(std::abs(yd(1, 4, 7) - ys(1, 4, 7)) < 1e-6f, "multi_head_attention on dyn extents");
@@ -267,11 +270,7 @@ void dynamic_extents() {
 // Decoding: a KV cache (float, bf16, f16), the module's step, attend over a cache, attention states.
 void decoding() {
   using mha_t = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1, .bias = true}>;
-  mha_t mha;
-  mha.w_q = ramp<decltype(mha.w_q)>(0.3);
-  mha.w_k = ramp<decltype(mha.w_k)>(0.4);
-  mha.w_v = ramp<decltype(mha.w_v)>(0.5);
-  mha.w_o = ramp<decltype(mha.w_o)>(0.6);
+  const auto mha = ramp_module<mha_t>();
   const auto xb = ramp<tensor<float, batch<2>, seq<5>, d_model<8>>>(0.4);
   const tensor<float, batch<2>, seq<5>, d_model<8>> full = mha(xb, causal);
   kv_cache<float, 1, 4> cache(2, 8);

@@ -294,16 +294,25 @@ bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const 
   return true;
 }
 
-// dst of the attention's own shape, row-major.
+// dst of the attention's own shape, row-major; with lse, each row's log-sum-exp there, row-major in the
+// shape without its last axis (the attention state, attnx/state.hpp).
 template <class T, class P, class V>
-bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx) {
+bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx, T* lse = nullptr) {
   using O = shape_of_t<matmul_expr<softmax_expr<P>, V>>;
   constexpr std::size_t R = O::rank;
   const auto d = dims_of(e);
-  kernels::strided<T> o{dst, 0, 0, static_cast<std::ptrdiff_t>(d[R - 1])};
-  if constexpr (R >= 3) o.batch = static_cast<std::ptrdiff_t>(dims_size(d) / (d[0] == 0 ? 1 : d[0]));
-  if constexpr (R == 4) o.head = static_cast<std::ptrdiff_t>(d[2] * d[3]);
-  return run(o, e, ctx);
+  const auto lq = static_cast<std::ptrdiff_t>(d[R - 2]), dv = static_cast<std::ptrdiff_t>(d[R - 1]);
+  kernels::strided<T> o{dst, 0, 0, dv}, l{lse, 0, 0, 1};
+  if constexpr (R == 4) {
+    o.head = lq * dv;
+    l.head = lq;
+  }
+  if constexpr (R >= 3) {
+    const auto heads = static_cast<std::ptrdiff_t>(R == 4 ? d[1] : 1);
+    o.batch = heads * lq * dv;
+    l.batch = heads * lq;
+  }
+  return run(o, e, ctx, l);
 }
 
 // dst of merge_heads' shape, (B, L, H * dv) or (L, H * dv).

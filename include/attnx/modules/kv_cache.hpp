@@ -28,6 +28,7 @@
 
 #include "attnx/eval/assign.hpp"
 #include "attnx/exec/context.hpp"
+#include "attnx/math/constexpr_math.hpp"
 #include "attnx/kernels/flash_attention.hpp"
 #include "attnx/tensor/half.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -79,13 +80,24 @@ class kv_cache {
   // cache of batch 1.
   template <expression K, expression V>
   void append(const K& k, const V& v) {
-    const tensor<T, dyn, KvHeads * Dk> kt = flat_rows<KvHeads * Dk>(k, "keys");
-    const tensor<T, dyn, KvHeads * Dv> vt = flat_rows<KvHeads * Dv>(v, "values");
-    if (kt.dims()[0] != vt.dims()[0])
-      detail::throw_extent_error("kv_cache: append: the keys and the values must have as many tokens", "key_tokens",
-                                 kt.dims()[0] / std::max<std::size_t>(batch_, 1), "value_tokens",
-                                 vt.dims()[0] / std::max<std::size_t>(batch_, 1));
-    append(kt.data(), vt.data(), kt.dims()[0] / std::max<std::size_t>(batch_, 1));
+    const auto kt = flat_rows<KvHeads * Dk>(k, "keys");
+    const auto vt = flat_rows<KvHeads * Dv>(v, "values");
+    const std::size_t per = std::max<std::size_t>(batch_, 1), nk = kt.numel() / (KvHeads * Dk) / per,
+                      nv = vt.numel() / (KvHeads * Dv) / per;
+    if (nk != nv)
+      detail::throw_extent_error("kv_cache: append: the keys and the values must have as many tokens", "key_tokens", nk,
+                                 "value_tokens", nv);
+    append(kt.data(), vt.data(), nk);
+  }
+
+  // Throws unless n more tokens fit in item b (std::out_of_range for an item past the batch, std::length_error
+  // past the capacity): what append checks before writing anything.
+  void check_room(std::size_t b, std::size_t n) const {
+    if (b >= batch_)
+      throw std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_));
+    if (n > cap_ - len_[b])
+      throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " + std::to_string(b) +
+                              " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_));
   }
 
   // Element c of the key (value) of token j, KV head g, item b, as T.
@@ -126,13 +138,6 @@ class kv_cache {
     const auto d = static_cast<std::ptrdiff_t>(D), cap = static_cast<std::ptrdiff_t>(cap_);
     return {base + index<D>(b0, 0, 0), static_cast<std::ptrdiff_t>(KvHeads) * cap * d, cap * d, d};
   }
-  void check_room(std::size_t b, std::size_t n) const {
-    if (b >= batch_)
-      throw std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_));
-    if (n > cap_ - len_[b])
-      throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " + std::to_string(b) +
-                              " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_));
-  }
   void write(std::size_t b, const T* k, const T* v, std::size_t n) {
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t g = 0; g < KvHeads; ++g) {
@@ -142,9 +147,9 @@ class kv_cache {
       }
     len_[b] += n;
   }
-  // An expression as rows of F values: (B, n, F) or (n, F); the batch must be this cache's.
+  // An expression of rows of F values, (B, n, F) or (n, F), evaluated (the batch must be this cache's).
   template <std::size_t F, class E>
-  tensor<T, dyn, F> flat_rows(const E& e, const char* what) const {
+  auto flat_rows(const E& e, const char* what) const {
     using S = shape_of_t<E>;
     constexpr bool rank_ok = S::rank == 2 || S::rank == 3;
     static_assert(rank_ok, "attnx: kv_cache: append takes (B, n, kv_heads * d) or (n, kv_heads * d)");
@@ -161,12 +166,9 @@ class kv_cache {
       const std::size_t b = S::rank == 3 ? d[0] : 1;
       if (b != batch_)
         detail::throw_extent_error("kv_cache: append: the batch extent must be the cache's", "batch", b, "cache_batch", batch_);
-      tensor<T, dyn, F> rows(dims_size(d) / F);
-      const basic_tensor<T, S> dense = e;
-      std::copy_n(dense.data(), dims_size(d), rows.data());
-      return rows;
+      return basic_tensor<T, S>(e);
     } else {
-      return {};
+      return tensor<T, dyn, F>{};
     }
   }
 
@@ -241,7 +243,7 @@ auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& c
                                        static_cast<std::ptrdiff_t>(Dk)};
     const kernels::strided<T> os{out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
                                  static_cast<std::ptrdiff_t>(Dv)};
-    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, T(1) / std::sqrt(T(Dk)), ctx);
+    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, T(1) / math::sqrt(T(Dk)), ctx);
     return out;
   } else {
     return result{};

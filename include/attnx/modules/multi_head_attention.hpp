@@ -443,19 +443,10 @@ class multi_head_attention {
     if (all && nb != cache.batch())
       detail::throw_extent_error("multi_head_attention::step: x's batch extent must be the cache's", "input_batch", nb,
                                  "cache_batch", cache.batch());
-    if (!all && b0 >= cache.batch())
-      throw std::out_of_range("attnx: multi_head_attention::step: batch item " + std::to_string(b0) + " of a cache of " +
-                              std::to_string(cache.batch()));
-    for (std::size_t b = 0; b < nb; ++b)
-      if (n > cache.capacity() - cache.length(b0 + b))
-        throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " +
-                                std::to_string(b0 + b) + " of length " + std::to_string(cache.length(b0 + b)) +
-                                " exceeds the capacity " + std::to_string(cache.capacity()));
-    tensor<T, dyn, d_model> xr(nb * n);
-    {
-      const basic_tensor<T, SX> dense = x;
-      std::copy_n(dense.data(), nb * n * d_model, xr.data());
-    }
+    for (std::size_t b = 0; b < nb; ++b) cache.check_room(b0 + b, n);  // before anything is appended
+    // x's rows as (B n, d_model), in place when x is a tensor or view, else evaluated once.
+    const basic_tensor<T, SX> dense_x = x;
+    const basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>> xr(dense_x.data(), nb * n);
     const tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);
     const tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
     const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
@@ -466,9 +457,9 @@ class multi_head_attention {
     const kernels::strided<const T> qs{q.data(), sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
     const kernels::strided<T> os{merged.data(), sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
     detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx);
-    const tensor<T, dyn, d_model> y = evaluate(project(merged, w_o, b_o), ctx);
     basic_tensor<T, output_placeholder<SX>> out(d, uninitialized);
-    std::copy_n(y.data(), nb * n * d_model, out.data());
+    assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), nb * n), project(merged, w_o, b_o),
+           ctx);
     return out;
   }
 
