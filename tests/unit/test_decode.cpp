@@ -504,6 +504,25 @@ BOOST_AUTO_TEST_CASE(special_values_double) {
   for (std::size_t lq : {4u, 20u}) BOOST_TEST_CONTEXT("Lq=" << lq) { special_values<double>(lq); }
 }
 
+// No keys at all (L_k = 0) with K and V given as no memory (null data, non-zero head and batch strides, as a view of
+// an empty token-major buffer is): every row 0 with lse -inf, and no pointer formed from the null data (found by
+// fuzz.kernel under UBSan: the decode kernel offset null by the head stride), for T and 16-bit K / V.
+BOOST_AUTO_TEST_CASE(no_keys_and_no_memory) {
+  for (std::size_t lq : {1u, 4u})
+    for (ak::kv_storage kind : {ak::kv_storage::same, ak::kv_storage::bf16, ak::kv_storage::f16})
+      BOOST_TEST_CONTEXT("Lq=" << lq << " storage " << int(kind)) {
+        const shape s{2, 8, 2, lq, 0, 64, 64, 2};
+        instance<float> in(s, 450);
+        in.kv = kind;
+        ak::attention_problem<float> p = in.problem();
+        p.k.data = p.v.data = nullptr, p.k16.data = p.v16.data = nullptr;
+        BOOST_TEST(in.Lk.head != 0);
+        const result r = reference(p, in.q, in.k, in.v);
+        BOOST_TEST(r.lse[0] == -inf);
+        run_all(in, p, r, tol<float>, [&](isa) { exactly(in, r); });
+      }
+}
+
 // 4. Same bits on 1 and 2 threads (run_all checks it everywhere): a problem big enough for two threads to work.
 BOOST_AUTO_TEST_CASE(threads_give_the_same_bits) {
   const shape s{2, 8, 2, 8, 1500, 128, 128, 1};

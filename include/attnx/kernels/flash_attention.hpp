@@ -178,6 +178,12 @@ std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan,
 struct kv_stack {
   const void* data;
   std::ptrdiff_t batch, head, row;
+
+  template <class KV>  // matrix (b, h) as KV elements (an empty operand may have no memory at all)
+  const KV* matrix(std::size_t b, std::size_t h) const noexcept {
+    const KV* d = static_cast<const KV*>(data);
+    return d ? d + static_cast<std::ptrdiff_t>(b) * batch + static_cast<std::ptrdiff_t>(h) * head : d;
+  }
 };
 template <class U>
 kv_stack untyped(strided<const U> s) {
