@@ -311,6 +311,39 @@ void decoding() {
   expect(m.lse(2) > s1.lse(2) && m.lse(2) > s2.lse(2) && std::isfinite(m.out(1, 3)), "attention states");
 }
 
+// The operations around attention: activations, maximum / minimum, map, comparisons, where, the normalisations,
+// log_softmax, compound assignment.
+void operations() {
+  auto xs = ramp<tensor<float, seq<6>, d_model<8>>>(0.3);
+  const auto w = ramp<tensor<float, d_model<8>>>(0.5);
+  const auto b = ramp<tensor<float, d_model<8>>>(0.7);
+  tensor<float, seq<6>, d_model<8>> a1 = relu(xs) + sigmoid(xs) + silu(xs) + gelu(xs) + gelu_tanh(xs);
+  tensor<float, seq<6>, d_model<8>> a2 = maximum(xs, 0.f) - minimum(xs, w) + maximum(1.f, xs) + minimum(xs, 2.f);
+  const float shift = 0.5f;
+  tensor<float, seq<6>, d_model<8>> a3 = map([shift](float v) { return v * v + shift; }, xs);
+  tensor<bool, seq<6>, d_model<8>> c1 = xs < w;
+  tensor<bool, seq<6>, d_model<8>> c2 = xs <= 0.f;
+  tensor<bool, seq<6>, d_model<8>> c3 = xs > 0.f;
+  tensor<bool, seq<6>, d_model<8>> c4 = 1.f >= xs;
+  tensor<bool, seq<6>, d_model<8>> c5 = equal(xs, w);
+  tensor<bool, seq<6>, d_model<8>> c6 = not_equal(xs, 1.f);
+  tensor<float, seq<6>, d_model<8>> a4 = where(c1, xs, w) + where(xs > 0.f, 1.f, xs) + where(c3, xs, 0.f);
+  tensor<float, seq<6>, d_model<8>> n1 = layer_norm(xs, w, b) + layer_norm(xs, 1e-3f) + rms_norm(xs, w) + rms_norm(xs);
+  tensor<float, seq<6>, d_model<8>> n2 = log_softmax(xs);
+  const float x01 = xs(0, 1), w1 = w(1);
+  xs += a1;
+  xs -= w;
+  xs *= 0.5f;
+  xs /= 2.f;
+  float buf[8] = {};
+  view<float, d_model<8>> v(buf, 8);
+  v += w;
+  v *= 2.f;
+  expect(c2(0, 1) == !c3(0, 1) && c4(0, 1) == (1.f >= x01) && c5(0, 1) == (x01 == w1) && c6(0, 1) == (x01 != 1.f) && std::isfinite(a2(1, 1) + a3(1, 1) + a4(1, 1)) &&
+             std::abs(n2(0, 0)) > 0.f && std::isfinite(n1(2, 2)) && buf[1] == 2 * w(1),
+         "element-wise and row-wise operations, compound assignment");
+}
+
 }  // namespace
 
 int main() {
@@ -318,6 +351,7 @@ int main() {
   modules();
   dynamic_extents();
   decoding();
+  operations();
   if (failures == 0) std::cout << "api: all checks passed\n";
   return failures == 0 ? 0 : 1;
 }

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -23,9 +24,12 @@
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/heads.hpp"
+#include "attnx/expr/map.hpp"
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
+#include "attnx/expr/norm.hpp"
 #include "attnx/expr/reduce.hpp"
+#include "attnx/expr/select.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/expr/cast.hpp"
 #include "attnx/expr/evaluated.hpp"
@@ -174,14 +178,43 @@ struct evaluator<unary_expr<Op, A>> {
 template <class Op, class A, class B>
 struct evaluator<binary_expr<Op, A, B>> {
   using S = shape_of_t<binary_expr<Op, A, B>>;
-  using T = value_t<binary_expr<Op, A, B>>;
+  using T = typename binary_expr<Op, A, B>::operand_type;
+  using R = value_t<binary_expr<Op, A, B>>;  // T, or bool for a comparison
   constexpr explicit evaluator(const binary_expr<Op, A, B>& e) : evaluator(e, dims_of(e)) {}
   constexpr evaluator(const binary_expr<Op, A, B>& e, const dims_t<S::rank>& d) : a(e.lhs(), d), b(e.rhs(), d) {}
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
     b.begin_row(r);
   }
-  constexpr T at(std::size_t j) const { return Op{}(static_cast<T>(a.at(j)), static_cast<T>(b.at(j))); }
+  constexpr R at(std::size_t j) const { return Op{}(static_cast<T>(a.at(j)), static_cast<T>(b.at(j))); }
+  operand_evaluator<S, A> a;
+  operand_evaluator<S, B> b;
+};
+
+// map(f, e): f (a copy, so a constant evaluation needs no pointer to the node) on each element, read once.
+template <class F, class A>
+struct evaluator<map_expr<F, A>> {
+  constexpr explicit evaluator(const map_expr<F, A>& e) : f(e.function()), a(e.operand()) {}
+  constexpr void begin_row(std::size_t r) { a.begin_row(r); }
+  constexpr auto at(std::size_t j) const { return std::invoke(f, a.at(j)); }
+  [[no_unique_address]] F f;
+  evaluator<A> a;
+};
+
+template <class C, class A, class B>
+struct evaluator<where_expr<C, A, B>> {
+  using S = shape_of_t<where_expr<C, A, B>>;
+  using T = value_t<A>;
+  constexpr explicit evaluator(const where_expr<C, A, B>& e) : evaluator(e, dims_of(e)) {}
+  constexpr evaluator(const where_expr<C, A, B>& e, const dims_t<S::rank>& d)
+      : c(e.condition(), d), a(e.if_true(), d), b(e.if_false(), d) {}
+  constexpr void begin_row(std::size_t r) {
+    c.begin_row(r);
+    a.begin_row(r);
+    b.begin_row(r);
+  }
+  constexpr T at(std::size_t j) const { return c.at(j) ? static_cast<T>(a.at(j)) : static_cast<T>(b.at(j)); }
+  operand_evaluator<S, C> c;
   operand_evaluator<S, A> a;
   operand_evaluator<S, B> b;
 };
@@ -415,6 +448,88 @@ struct evaluator<softmax_expr<A>> {
         ((w[full + R] /= sum), ...);
       }
     });
+  }
+  constexpr T at(std::size_t j) const { return buf.data()[j]; }
+
+  evaluator<A> a;
+  [[no_unique_address]] extent_value<SN> N;
+  storage<T, SN> buf;
+};
+
+// ---- row-wise: layer_norm, rms_norm ---------------------------------------------------------------
+// The row into the buffer (read once), its statistics in two passes over the buffer (layer_norm: the mean,
+// then the biased variance of the centred values), then x_hat * w + b in place. w and b (rank 1, or scalars when
+// not given) are read through their evaluators' row 0.
+template <norm_kind Kind, class A, class W, class B>
+struct evaluator<norm_expr<Kind, A, W, B>> {
+  using T = value_t<A>;
+  static constexpr std::size_t SN = shape_of_t<A>::cols;
+  static constexpr bool has_bias = !std::is_same_v<B, scalar<T>>;
+  constexpr explicit evaluator(const norm_expr<Kind, A, W, B>& e)
+      : a(e.operand()), w(e.weight()), b(e.bias()), eps(e.eps()), N(dims_cols(dims_of(e.operand()))), buf(uninitialized, N) {
+    w.begin_row(0);
+    b.begin_row(0);
+  }
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    T* x = buf.data();
+    const std::size_t n = N.value;
+    if (n == 0) return;
+    for (std::size_t j = 0; j < n; ++j) x[j] = static_cast<T>(a.at(j));
+    T mean = 0;
+    if constexpr (Kind == norm_kind::layer) {
+      for (std::size_t j = 0; j < n; ++j) mean += x[j];
+      mean /= static_cast<T>(n);
+    }
+    T ss = 0;
+    for (std::size_t j = 0; j < n; ++j) ss += (x[j] - mean) * (x[j] - mean);
+    const T inv = T(1) / math::sqrt(ss / static_cast<T>(n) + eps);
+    for (std::size_t j = 0; j < n; ++j) {
+      const T y = (x[j] - mean) * inv * static_cast<T>(w.at(j));
+      x[j] = has_bias ? y + static_cast<T>(b.at(j)) : y;
+    }
+  }
+  constexpr T at(std::size_t j) const { return buf.data()[j]; }
+
+  evaluator<A> a;
+  evaluator<W> w;
+  evaluator<B> b;
+  T eps;
+  [[no_unique_address]] extent_value<SN> N;
+  storage<T, SN> buf;
+};
+
+// ---- row-wise: log_softmax -------------------------------------------------------------------------
+// x - m - log(sum exp(x - m)), m the row max; the special values are softmax's, through the log.
+template <class A>
+struct evaluator<log_softmax_expr<A>> {
+  using T = value_t<A>;
+  static constexpr std::size_t SN = shape_of_t<A>::cols;
+  constexpr explicit evaluator(const log_softmax_expr<A>& e)
+      : a(e.operand()), N(dims_cols(dims_of(e.operand()))), buf(uninitialized, N) {}
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    constexpr T inf = std::numeric_limits<T>::infinity();
+    T* x = buf.data();
+    const std::size_t n = N.value;
+    T m = ops::row_max::init<T>();
+    for (std::size_t j = 0; j < n; ++j) x[j] = static_cast<T>(a.at(j)), m = ops::row_max{}(m, x[j]);
+    if (m != m) {
+      for (std::size_t j = 0; j < n; ++j) x[j] = std::numeric_limits<T>::quiet_NaN();
+    } else if (m == -inf) {
+      for (std::size_t j = 0; j < n; ++j) x[j] = -inf;
+    } else if (m == inf) {
+      T count = 0;
+      for (std::size_t j = 0; j < n; ++j) count += x[j] == inf ? T(1) : T(0);
+      const T l = -math::log(count);
+      for (std::size_t j = 0; j < n; ++j) x[j] = x[j] == inf ? l : -inf;
+    } else {
+      bool constant = std::is_constant_evaluated();  // (not const: see softmax)
+      T sum = 0;
+      for (std::size_t j = 0; j < n; ++j) sum += constant ? math::cexp_nonpositive(x[j] - m) : std::exp(x[j] - m);
+      const T lse = m + math::log(sum);
+      for (std::size_t j = 0; j < n; ++j) x[j] -= lse;
+    }
   }
   constexpr T at(std::size_t j) const { return buf.data()[j]; }
 

@@ -1,10 +1,11 @@
-// attnx: element-wise nodes (+ - x / with broadcasting, scalars, exp, tanh, ...).
+// attnx: element-wise nodes (+ - x / with broadcasting, scalars, exp, tanh, activations, maximum / minimum).
 //
 // Element-wise nodes never compute anything themselves: their evaluator composes the operands'
 // element accessors, so a chain like exp(a - b) * 2 + c becomes one loop with no temporaries.
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -30,6 +31,40 @@ struct tanh { template <class A> constexpr A operator()(A a) const { return math
 struct sqrt { template <class A> constexpr A operator()(A a) const { return math::sqrt(a); } };
 struct abs { template <class A> constexpr A operator()(A a) const { return a < A(0) ? -a : a; } };
 struct square { template <class A> constexpr A operator()(A a) const { return a * a; } };
+// Activations (PyTorch's definitions; NaN stays NaN). At -inf, silu, gelu and gelu_tanh give their limit 0
+// (the formulas, and PyTorch, give -inf * 0 = NaN there).
+struct relu { template <class A> constexpr A operator()(A a) const { return a < A(0) ? A(0) : a; } };
+// 1 / (1 + e^-a), from e^-|a| so that no exp overflows (constant evaluation refuses an infinite intermediate).
+struct sigmoid {
+  template <class A> constexpr A operator()(A a) const {
+    if (a >= A(0)) return A(1) / (A(1) + math::exp(-a));
+    const A e = math::exp(a);  // a < 0 or NaN
+    return e / (A(1) + e);
+  }
+};
+struct silu {
+  template <class A> constexpr A operator()(A a) const { return a == -std::numeric_limits<A>::infinity() ? A(0) : a * sigmoid{}(a); }
+};
+// GELU, exact: a Phi(a) = a/2 (1 + erf(a / sqrt 2)) (torch.nn.GELU()).
+struct gelu {
+  template <class A> constexpr A operator()(A a) const {
+    if (a == -std::numeric_limits<A>::infinity()) return A(0);
+    return A(0.5) * a * (A(1) + math::erf(a * A(0.70710678118654752440)));
+  }
+};
+// GELU, tanh form: a/2 (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) (torch.nn.GELU(approximate='tanh'); GPT-2's
+// "gelu_new"). For |a| >= 10 the tanh is +-1 in float and double: a, or -0 (what the formula gives, without
+// cubing a large a into an overflow).
+struct gelu_tanh {
+  template <class A> constexpr A operator()(A a) const {
+    if (a >= A(10)) return a;
+    if (a <= A(-10)) return -A(0);
+    return A(0.5) * a * (A(1) + math::tanh(A(0.79788456080286535588) * (a + A(0.044715) * a * a * a)));
+  }
+};
+// NaN in either operand gives NaN (torch.maximum / torch.minimum).
+struct maximum { template <class A> constexpr A operator()(A a, A b) const { return a != a ? a : b != b ? b : a < b ? b : a; } };
+struct minimum { template <class A> constexpr A operator()(A a, A b) const { return a != a ? a : b != b ? b : b < a ? b : a; } };
 }  // namespace ops
 
 template <class Op, class A>
@@ -46,10 +81,17 @@ class unary_expr : public expression_tag {
   A a_;
 };
 
+// Op's result type on operands of type T: bool for a comparison, else T.
+template <class Op, class T>
+using op_result_t = std::conditional_t<std::is_same_v<decltype(Op{}(T{}, T{})), bool>, bool, T>;
+
+// Op(a, b) element-wise, with broadcasting: the arithmetic operators, maximum / minimum, comparisons (a bool
+// result, expr/select.hpp).
 template <class Op, class A, class B>
 class binary_expr : public expression_tag {
  public:
-  using value_type = std::common_type_t<value_t<A>, value_t<B>>;
+  using operand_type = std::common_type_t<value_t<A>, value_t<B>>;
+  using value_type = op_result_t<Op, operand_type>;
   using shape_type = broadcast_shape_t<shape_of_t<A>, shape_of_t<B>>;
   constexpr binary_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
   constexpr dims_t<shape_type::rank> dims() const;
@@ -123,20 +165,27 @@ constexpr bool check_elementwise() {
 }
 }  // namespace rules
 
-// The element-wise node, or a failed_expr when a rule failed (reported unless an operand had failed).
-template <class Op, class A, class B>
-constexpr auto make_binary(A&& a, B&& b) {
+// Node<Op, stored A, stored B> of element type R (element-wise with broadcasting), or a
+// failed_expr when a rule failed (reported unless an operand had failed). `what` names the operation in a
+// run-time extent error.
+template <template <class, class, class> class Node, class Op, class R, class A, class B>
+constexpr auto make_broadcast_node(A&& a, B&& b, const char* what) {
   using SA = shape_of_t<A>;
   using SB = shape_of_t<B>;
   constexpr bool quiet = any_failed_v<A, B>;
   constexpr bool shapes_ok = rules::check_elementwise<SA, SB, quiet>();
   constexpr bool types_ok = rules::check_element_types<value_t<A>, value_t<B>, quiet || !shapes_ok>();
   if constexpr (quiet || !shapes_ok || !types_ok) {
-    return failed_expr<std::common_type_t<value_t<A>, value_t<B>>, broadcast_shape_t<SA, SB>>{};
+    return failed_expr<R, broadcast_shape_t<SA, SB>>{};
   } else {
-    if constexpr (!SA::is_static || !SB::is_static) rules::check_elementwise_dims<SA, SB>(dims_of(a), dims_of(b));
-    return binary_expr<Op, stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
+    if constexpr (!SA::is_static || !SB::is_static) rules::check_elementwise_dims<SA, SB>(dims_of(a), dims_of(b), what);
+    return Node<Op, stored_t<A>, stored_t<B>>(store(std::forward<A>(a)), store(std::forward<B>(b)));
   }
+}
+template <class Op, class A, class B>
+constexpr auto make_binary(A&& a, B&& b) {
+  return make_broadcast_node<binary_expr, Op, op_result_t<Op, std::common_type_t<value_t<A>, value_t<B>>>>(
+      std::forward<A>(a), std::forward<B>(b), "element-wise operation");
 }
 
 // The extents of a broadcast result: per axis, the operand's that is not a static 1.
@@ -238,5 +287,30 @@ template <expression A> constexpr auto tanh(A&& a) { return make_unary<ops::tanh
 template <expression A> constexpr auto sqrt(A&& a) { return make_unary<ops::sqrt>(std::forward<A>(a)); }
 template <expression A> constexpr auto abs(A&& a) { return make_unary<ops::abs>(std::forward<A>(a)); }
 template <expression A> constexpr auto square(A&& a) { return make_unary<ops::square>(std::forward<A>(a)); }
+template <expression A> constexpr auto relu(A&& a) { return make_unary<ops::relu>(std::forward<A>(a)); }
+template <expression A> constexpr auto sigmoid(A&& a) { return make_unary<ops::sigmoid>(std::forward<A>(a)); }
+template <expression A> constexpr auto silu(A&& a) { return make_unary<ops::silu>(std::forward<A>(a)); }
+template <expression A> constexpr auto gelu(A&& a) { return make_unary<ops::gelu>(std::forward<A>(a)); }
+template <expression A> constexpr auto gelu_tanh(A&& a) { return make_unary<ops::gelu_tanh>(std::forward<A>(a)); }
+
+// maximum(a, b), minimum(a, b): element-wise with broadcasting (a number becomes a scalar of the expression's type).
+template <expression A, expression B>
+constexpr auto maximum(A&& a, B&& b) { return make_binary<ops::maximum>(std::forward<A>(a), std::forward<B>(b)); }
+template <expression A, expression B>
+constexpr auto minimum(A&& a, B&& b) { return make_binary<ops::minimum>(std::forward<A>(a), std::forward<B>(b)); }
+template <expression A, arithmetic S>
+constexpr auto maximum(A&& a, S s) { return maximum(std::forward<A>(a), scalar<value_t<A>>(static_cast<value_t<A>>(s))); }
+template <expression A, arithmetic S>
+constexpr auto maximum(S s, A&& a) { return maximum(scalar<value_t<A>>(static_cast<value_t<A>>(s)), std::forward<A>(a)); }
+template <expression A, arithmetic S>
+constexpr auto minimum(A&& a, S s) { return minimum(std::forward<A>(a), scalar<value_t<A>>(static_cast<value_t<A>>(s))); }
+template <expression A, arithmetic S>
+constexpr auto minimum(S s, A&& a) { return minimum(scalar<value_t<A>>(static_cast<value_t<A>>(s)), std::forward<A>(a)); }
+template <class A, class B>
+  requires one_foreign_operand<A, B>
+constexpr auto maximum(A&&, B&&) { return foreign_arguments<A, B>(); }
+template <class A, class B>
+  requires one_foreign_operand<A, B>
+constexpr auto minimum(A&&, B&&) { return foreign_arguments<A, B>(); }
 
 }  // namespace attnx

@@ -59,7 +59,6 @@ template <std::size_t N> struct query_batch_extent {};
 template <std::size_t N> struct key_batch_extent {};
 template <class Name> struct query_batch_axis {};
 template <class Name> struct key_batch_axis {};
-template <class T> struct element_type {};
 template <std::size_t N> struct query_hidden {};
 template <std::size_t N> struct key_hidden {};
 template <std::size_t N> struct weight_size {};

@@ -52,6 +52,12 @@ template <std::size_t N> struct value_rows {};
 template <std::size_t N> struct L_k {};
 template <class T> struct argument_type {};
 template <std::size_t N> struct argument_position {};
+template <class T> struct element_type {};
+template <class T> struct result_type {};
+template <class T> struct condition_element_type {};
+template <std::size_t N> struct features {};
+template <std::size_t N> struct weight_extent {};
+template <std::size_t N> struct weight_rank {};
 
 namespace detail {
 template <template <std::size_t...> class Fact, class S, class Seq = std::make_index_sequence<S::rank>>
@@ -92,6 +98,11 @@ template <class... Facts> struct view_shape_differs_from_tensor { static constex
 template <class... Facts> struct view_element_type_differs_from_tensor { static constexpr bool value = false; };
 template <class... Facts> struct not_an_attnx_expression { static constexpr bool value = false; };
 template <class... Facts> struct attention_value_rows_differ_from_keys { static constexpr bool value = false; };
+template <class... Facts> struct map_function_not_callable { static constexpr bool value = false; };
+template <class... Facts> struct map_result_not_arithmetic { static constexpr bool value = false; };
+template <class... Facts> struct where_condition_must_be_boolean { static constexpr bool value = false; };
+template <class... Facts> struct norm_weight_must_be_rank_1 { static constexpr bool value = false; };
+template <class... Facts> struct norm_weight_extent_differs { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;

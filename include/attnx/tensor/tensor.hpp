@@ -294,6 +294,22 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
     return *this;
   }
 
+  // Compound assignment: y += e and y -= e (an expression, broadcast to y's shape, or a number), y *= s and y /= s
+  // (a number; the element-wise product of two expressions is hadamard). The same rules as y = y + e; computed in
+  // place, one pass, unless e reads y's memory (then into a fresh buffer first, as `=` does).
+  template <class E>
+    requires(expression<E> || std::is_arithmetic_v<E>)
+  constexpr basic_tensor& operator+=(const E& e) { return compound(*this + e, e); }
+  template <class E>
+    requires(expression<E> || std::is_arithmetic_v<E>)
+  constexpr basic_tensor& operator-=(const E& e) { return compound(*this - e, e); }
+  template <class S>
+    requires std::is_arithmetic_v<S>
+  constexpr basic_tensor& operator*=(S s) { return compound(*this * s, s); }
+  template <class S>
+    requires std::is_arithmetic_v<S>
+  constexpr basic_tensor& operator/=(S s) { return compound(*this / s, s); }
+
   // Elements from a flat row-major range of exactly numel() values (and the dyn axes' extents).
   template <std::integral... I>
   static constexpr basic_tensor from_flat(std::span<const T> flat, I... e) {
@@ -380,6 +396,22 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
   }
 
  private:
+  // x = *this (op) e.
+  template <class X, class E>
+  constexpr basic_tensor& compound(const X& x, const E& e) {
+    if constexpr (check_assignable<T, Shape, X>()) {
+      const auto d = source_dims(x);
+      bool in_place = d == dims();
+      if constexpr (expression<E>) in_place = in_place && !std::is_constant_evaluated() && !reads_memory(e, data(), numel());
+      if (in_place) {
+        assign_into(data(), x);
+      } else {
+        *this = basic_tensor(x, d);
+      }
+    }
+    return *this;
+  }
+
   // The expression evaluated into extents d (source_dims(e), checked).
   template <class E>
   constexpr basic_tensor(const E& e, const dims_t<rank>& d) : extents_base(d), s_(uninitialized, numel()) {

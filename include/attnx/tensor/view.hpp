@@ -161,6 +161,37 @@ class basic_view : public expression_tag, public detail::extents_holder<Shape, f
     return *this;
   }
 
+  // Compound assignment into the viewed memory (as basic_tensor's: y += e, y -= e, y *= s, y /= s).
+  template <class E>
+    requires((expression<E> || std::is_arithmetic_v<E>) && !std::is_const_v<T>)
+  constexpr const basic_view& operator+=(const E& e) const { return compound(*this + e, e); }
+  template <class E>
+    requires((expression<E> || std::is_arithmetic_v<E>) && !std::is_const_v<T>)
+  constexpr const basic_view& operator-=(const E& e) const { return compound(*this - e, e); }
+  template <class S>
+    requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
+  constexpr const basic_view& operator*=(S s) const { return compound(*this * s, s); }
+  template <class S>
+    requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
+  constexpr const basic_view& operator/=(S s) const { return compound(*this / s, s); }
+
+ private:
+  template <class X, class E>
+  constexpr const basic_view& compound(const X& x, const E& e) const {
+    if constexpr (check_assignable<element, Shape, X>()) {
+      if constexpr (dynamic || !shape_of_t<X>::is_static) detail::check_assignment_dims<Shape>(dims(), dims_of(x));
+      bool in_place = true;
+      if constexpr (expression<E>) in_place = !std::is_constant_evaluated() && !reads_memory(e, p_, numel());
+      if (in_place) {
+        assign_into(p_, x);
+      } else {
+        const basic_tensor<element, Shape> fresh(x);
+        std::copy_n(fresh.data(), fresh.numel(), p_);
+      }
+    }
+    return *this;
+  }
+
  private:
   // Another tensor's or view's memory, of extents d (the assignment rule's run-time half where one is dyn).
   template <class S2>

@@ -1,0 +1,71 @@
+// attnx: map(f, e), an element-wise node that applies any callable to each element.
+//
+// f is stored in the node (by value: a lambda's captures travel with the expression) and called once per
+// element of the result, on e's element read once; e's chain stays one loop. f may be a constexpr lambda, and
+// then the whole expression evaluates at compile time. The result's element type is what f returns (bool
+// included, e.g. a mask); it must be an arithmetic type.
+#pragma once
+
+#include <concepts>
+#include <functional>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/expr/expression.hpp"
+#include "attnx/shape/errors.hpp"
+
+namespace attnx {
+
+template <class F, class A>
+class map_expr : public expression_tag {
+ public:
+  using value_type = std::remove_cvref_t<std::invoke_result_t<const F&, value_t<A>>>;
+  using shape_type = shape_of_t<A>;
+  constexpr map_expr(F f, A a) : f_(std::move(f)), a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr const F& function() const noexcept { return f_; }
+  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  [[no_unique_address]] F f_;
+  A a_;
+};
+
+namespace rules {
+template <class F, class T, bool Quiet = false>
+constexpr bool check_map() {
+  constexpr bool callable = std::is_invocable_v<const F&, T>;
+  static_assert(Quiet || callable || error::holds<error::map_function_not_callable<error::element_type<T>>>,
+                "attnx: map(f, e): f cannot be called with e's element type (f must take one element by value or const&)");
+  if constexpr (callable) {
+    using R = std::remove_cvref_t<std::invoke_result_t<const F&, T>>;
+    static_assert(Quiet || std::is_arithmetic_v<R> || error::holds<error::map_result_not_arithmetic<error::result_type<R>>>,
+                  "attnx: map(f, e): f must return an arithmetic type (the element type of the result)");
+    return std::is_arithmetic_v<R>;
+  } else {
+    return false;
+  }
+}
+}  // namespace rules
+
+// map(f, e): f(x) for every element x of e.
+template <class F, expression A>
+constexpr auto map(F&& f, A&& a) {
+  using Fn = std::remove_cvref_t<F>;
+  constexpr bool ok = rules::check_map<Fn, value_t<A>, failed_v<A>>();
+  if constexpr (!ok || failed_v<A>) {
+    return failed_expr<value_t<A>, shape_of_t<A>>{};
+  } else {
+    return map_expr<Fn, stored_t<A>>(std::forward<F>(f), store(std::forward<A>(a)));
+  }
+}
+template <class F, class A>
+  requires any_foreign<A>
+constexpr auto map(F&&, A&&) {
+  return foreign_arguments<A>();
+}
+
+}  // namespace attnx
