@@ -423,3 +423,75 @@ BOOST_AUTO_TEST_CASE(evaluate_computes_a_shared_operand_once) {
   BOOST_TEST(calls == 6);
   for (std::size_t i = 0; i < 6; ++i) BOOST_TEST(twice.data()[i] == shared.data()[i]);
 }
+
+// slice (static and run-time ranges, every axis), concat (every axis), index_select, reshape: against index
+// arithmetic on the flat buffers; a slice and a concatenation of expressions (no copy: an element-wise chain over
+// them is one loop); the run-time rules.
+BOOST_AUTO_TEST_CASE(slice_concat_index_select_reshape) {
+  constexpr std::size_t B = 2, L = 5, D = 6;
+  tensor<double, B, L, D> x;
+  for (std::size_t i = 0; i < B * L * D; ++i) x.data()[i] = double(i) * 0.5 - 7;
+  const auto at = [&](std::size_t b, std::size_t l, std::size_t d) { return x.data()[(b * L + l) * D + d]; };
+  // static slices of each axis
+  const tensor<double, 1, L, D> s0 = slice<0, 1, 1>(x);
+  const tensor<double, B, 3, D> s1 = slice<1, 2, 3>(x);
+  const tensor<double, B, L, 2> s2 = slice<2, 4, 2>(x);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t d = 0; d < D; ++d) {
+        if (b == 0) BOOST_TEST(s0(0, l, d) == at(1, l, d));
+        if (l < 3) BOOST_TEST(s1(b, l, d) == at(b, l + 2, d));
+        if (d < 2) BOOST_TEST(s2(b, l, d) == at(b, l, d + 4));
+      }
+  // a run-time slice of an expression: the last token of each item, through an element-wise chain
+  const tensor<double, B, dyn, D> last = slice<1>(x * 2.0 + 1.0, L - 1, 1);
+  BOOST_TEST(last.dims()[1] == 1u);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t d = 0; d < D; ++d) BOOST_TEST(last(b, 0, d) == at(b, L - 1, d) * 2 + 1);
+  // concat on each axis, of a tensor and a slice
+  const tensor<double, B, L + 3, D> c1 = concat<1>(x, slice<1, 2, 3>(x));
+  const tensor<double, B, L, D + 2> c2 = concat<2>(x, s2);
+  const tensor<double, B + 1, L, D> c0 = concat<0>(x, s0);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t l = 0; l < L + 3; ++l)
+      for (std::size_t d = 0; d < D + 2; ++d) {
+        if (d < D) BOOST_TEST(c1(b, l, d) == (l < L ? at(b, l, d) : at(b, l - L + 2, d)));
+        if (l < L) BOOST_TEST(c2(b, l, d) == (d < D ? at(b, l, d) : at(b, l, d - D + 4)));
+        if (l < L && d < D) BOOST_TEST(c0(b, l, d) == at(b, l, d));
+      }
+  for (std::size_t l = 0; l < L; ++l) BOOST_TEST(c0(2, l, 3) == at(1, l, 3));
+  // index_select: rows of a table, repeated and in any order; of an expression (materialised once)
+  const tensor<double, 4, D> table = slice<0, 3, 4>(reshape<B * L, D>(x));
+  const std::vector<int> ids{3, 0, 3, 1};
+  const tensor<double, dyn, D> e = index_select(table, ids);
+  BOOST_TEST(e.dims()[0] == 4u);
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t d = 0; d < D; ++d) BOOST_TEST(e(i, d) == table(std::size_t(ids[i]), d));
+  const std::vector<long> bad{0, 4};
+  BOOST_CHECK_EXCEPTION((void)index_select(table, bad), std::out_of_range, [](const std::out_of_range& ex) {
+    return std::string(ex.what()).find("id 4 at position 1 is outside the table's 4 rows") != std::string::npos;
+  });
+  // reshape: a view of the same memory
+  const auto r = reshape<B * L, D>(x);
+  BOOST_TEST(r.data() == x.data());
+  BOOST_TEST(r(7, 5) == at(1, 2, 5));
+  const auto rd = reshape<dyn, 3>(x, B * L * 2);
+  BOOST_TEST(rd(19, 2) == x.data()[59]);
+  BOOST_CHECK_THROW(((void)reshape<dyn, 7>(x, 8)), std::length_error);
+  // run-time ranges are checked
+  BOOST_CHECK_EXCEPTION((void)slice<1>(x, 4, 2), extent_error, [](const extent_error& ex) {
+    return std::string(ex.what()).find("slice_end 6, extent 5") != std::string::npos;
+  });
+  tensor<double, dyn, D> y(3);
+  BOOST_CHECK_EXCEPTION((void)concat<1>(y, tensor<double, dyn, D>(4)), extent_error, [](const extent_error& ex) {
+    return std::string(ex.what()).find("lhs_extent 3, rhs_extent 4") != std::string::npos;
+  });
+  static_assert([] {
+    tensor<int, 2, 3> a{{1, 2, 3}, {4, 5, 6}};
+    const tensor<int, 2, 2> b = slice<1, 1, 2>(a);
+    const tensor<int, 3, 3> c = concat<0>(a, slice<0, 0, 1>(a));
+    const int ids2[2] = {1, 1};
+    const tensor<int, dyn, 3> e2 = index_select(a, ids2);
+    return b(1, 1) == 6 && c(2, 2) == 3 && e2(1, 0) == 4;
+  }());
+}

@@ -30,6 +30,7 @@
 #include "attnx/expr/norm.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/select.hpp"
+#include "attnx/expr/slice.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/expr/cast.hpp"
 #include "attnx/expr/evaluated.hpp"
@@ -536,6 +537,65 @@ struct evaluator<log_softmax_expr<A>> {
   evaluator<A> a;
   [[no_unique_address]] extent_value<SN> N;
   storage<T, SN> buf;
+};
+
+// ---- slices, concatenation, row selection --------------------------------------------------------------
+// slice on the last axis: the operand's row, shifted columns; on another axis: the row index mapped (detail::axis_rows).
+template <std::size_t Axis, std::size_t Count, class A>
+struct evaluator<slice_expr<Axis, Count, A>> {
+  using S = shape_of_t<A>;
+  static constexpr bool last = Axis + 1 == S::rank;
+  constexpr explicit evaluator(const slice_expr<Axis, Count, A>& e)
+      : a(e.operand()), begin(e.begin()), m(detail::make_axis_rows<S::rank>(dims_of(e), Axis)), n(dims_of(e.operand())[Axis]) {}
+  constexpr void begin_row(std::size_t r) { a.begin_row(last ? r : m.row(r, n, m.index(r) + begin)); }
+  constexpr auto at(std::size_t j) const { return a.at(last ? j + begin : j); }
+  evaluator<A> a;
+  std::size_t begin;
+  detail::axis_rows m;
+  std::size_t n;
+};
+
+template <std::size_t Axis, class A, class B>
+struct evaluator<concat_expr<Axis, A, B>> {
+  using S = shape_of_t<A>;
+  using T = value_t<A>;
+  static constexpr bool last = Axis + 1 == S::rank;
+  constexpr explicit evaluator(const concat_expr<Axis, A, B>& e)
+      : a(e.lhs()), b(e.rhs()), m(detail::make_axis_rows<S::rank>(dims_of(e), Axis)), na(dims_of(e.lhs())[Axis]),
+        nb(dims_of(e.rhs())[Axis]) {}
+  constexpr void begin_row(std::size_t r) {
+    if constexpr (last) {
+      a.begin_row(r);
+      b.begin_row(r);
+    } else {
+      const std::size_t i = m.index(r);
+      from_a = i < na;
+      if (from_a) a.begin_row(m.row(r, na, i));
+      else b.begin_row(m.row(r, nb, i - na));
+    }
+  }
+  constexpr T at(std::size_t j) const {
+    if constexpr (last) return j < na ? static_cast<T>(a.at(j)) : static_cast<T>(b.at(j - na));
+    else return from_a ? static_cast<T>(a.at(j)) : static_cast<T>(b.at(j));
+  }
+  evaluator<A> a;
+  evaluator<B> b;
+  detail::axis_rows m;
+  std::size_t na, nb;
+  bool from_a = true;
+};
+
+// index_select: the table in memory (materialised once if it is an expression), row ids[r].
+template <class A, class I>
+struct evaluator<index_select_expr<A, I>> {
+  constexpr explicit evaluator(const index_select_expr<A, I>& e)
+      : src(e.operand()), ids(e.ids()), cols(dims_cols(dims_of(e.operand()))) {}
+  constexpr void begin_row(std::size_t r) { row = src.data() + static_cast<std::size_t>(ids[r]) * cols.value; }
+  constexpr auto at(std::size_t j) const { return row[j]; }
+  dense_operand<A> src;
+  const I* ids;
+  const value_t<A>* row = nullptr;
+  [[no_unique_address]] extent_value<shape_of_t<A>::cols> cols;
 };
 
 // ---- masks ----------------------------------------------------------------------------------------

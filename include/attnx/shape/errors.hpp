@@ -58,6 +58,10 @@ template <class T> struct condition_element_type {};
 template <std::size_t N> struct features {};
 template <std::size_t N> struct weight_extent {};
 template <std::size_t N> struct weight_rank {};
+template <std::size_t N> struct slice_end {};
+template <std::size_t N> struct extent {};
+template <std::size_t N> struct source_size {};
+template <std::size_t N> struct target_size {};
 
 namespace detail {
 template <template <std::size_t...> class Fact, class S, class Seq = std::make_index_sequence<S::rank>>
@@ -103,6 +107,12 @@ template <class... Facts> struct map_result_not_arithmetic { static constexpr bo
 template <class... Facts> struct where_condition_must_be_boolean { static constexpr bool value = false; };
 template <class... Facts> struct norm_weight_must_be_rank_1 { static constexpr bool value = false; };
 template <class... Facts> struct norm_weight_extent_differs { static constexpr bool value = false; };
+template <class... Facts> struct axis_index_out_of_range { static constexpr bool value = false; };
+template <class... Facts> struct slice_exceeds_extent { static constexpr bool value = false; };
+template <class... Facts> struct concat_ranks_differ { static constexpr bool value = false; };
+template <class... Facts> struct concat_extents_differ { static constexpr bool value = false; };
+template <class... Facts> struct index_select_needs_a_matrix { static constexpr bool value = false; };
+template <class... Facts> struct reshape_sizes_differ { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;
