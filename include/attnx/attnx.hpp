@@ -34,4 +34,6 @@
 #include "attnx/modules/errors.hpp"
 #include "attnx/modules/kv_cache.hpp"
 #include "attnx/modules/multi_head_attention.hpp"
+#include "attnx/modules/layers.hpp"
+#include "attnx/modules/transformer_block.hpp"
 #include "attnx/state.hpp"

@@ -86,11 +86,25 @@ inline std::size_t dtype_size(std::string_view d) noexcept {
 }
 
 // The dtype that an attnx element type is stored as.
+// (Integers: token ids and other indices.)
 template <class T>
 constexpr std::string_view dtype_of() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "attnx: safetensors: tensors of float (F32) and double (F64) can be loaded and saved");
-  return std::is_same_v<T, float> ? "F32" : "F64";
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
+                    std::is_same_v<T, std::int64_t>,
+                "attnx: safetensors: tensors of float (F32), double (F64), std::int32_t (I32) and std::int64_t (I64) can be "
+                "loaded and saved");
+  if constexpr (std::is_same_v<T, float>) return "F32";
+  else if constexpr (std::is_same_v<T, double>) return "F64";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "I32";
+  else return "I64";
+}
+
+template <class T>
+constexpr const char* element_name() {
+  if constexpr (std::is_same_v<T, float>) return "float";
+  else if constexpr (std::is_same_v<T, double>) return "double";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "std::int32_t";
+  else return "std::int64_t";
 }
 
 struct tensor_info {
@@ -363,8 +377,8 @@ class file {
     if (t.dtype != want) {
       if (t.dtype == "F16" || t.dtype == "BF16")
         throw dtype_error(where + " has dtype " + t.dtype + ", which attnx does not load (supported: F32, F64); convert it to F32");
-      throw dtype_error(where + " has dtype " + t.dtype + ", but the target (elements of " +
-                        (std::is_same_v<T, float> ? "float" : "double") + ") needs " + std::string(want));
+      throw dtype_error(where + " has dtype " + t.dtype + ", but the target (elements of " + element_name<T>() + ") needs " +
+                        std::string(want));
     }
     std::vector<std::size_t> expected = detail::extents_of<S::rank>(dims);
     if (transposed && S::rank == 2) std::swap(expected[0], expected[1]);

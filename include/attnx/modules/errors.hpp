@@ -1,4 +1,4 @@
-// attnx: the compile-time errors of the attention modules (multi_head_attention).
+// attnx: the compile-time errors of the modules (multi_head_attention, the nn layers).
 //
 // Same style as attnx/shape/errors.hpp: one `static_assert(ok || holds<error::RULE<facts...>>, "attnx: ...")`
 // per rule, the facts carrying the numbers into the compiler's output. The facts d_model<N>, heads<N> and
@@ -31,5 +31,7 @@ template <class... Facts> struct mha_input_features_differ_from_d_model { static
 template <class... Facts> struct mha_memory_features_differ_from_d_model { static constexpr bool value = false; };
 template <class... Facts> struct mha_memory_rank_differs_from_input { static constexpr bool value = false; };
 template <class... Facts> struct mha_memory_batch_differs_from_input { static constexpr bool value = false; };
+template <class... Facts> struct layer_input_needs_an_axis { static constexpr bool value = false; };
+template <class... Facts> struct layer_input_features_differ { static constexpr bool value = false; };
 
 }  // namespace attnx::error

@@ -1,0 +1,142 @@
+// attnx::models::gpt2: a GPT-2 decoder (the architecture of Hugging Face's GPT2LMHeadModel) built from the nn
+// layers, with prefill and token-by-token generation over per-layer KV caches, and its loader from a
+// safetensors file with Hugging Face's tensor names.
+//
+//   h = wte[ids] + wpe[positions]
+//   Layers pre-norm blocks: h = h + attn(ln_1(h)) (causal, c_attn's q | k | v, c_proj); h = h + mlp(ln_2(h))
+//   (c_fc, gelu_tanh, c_proj)
+//   logits = ln_f(h) wte^T (the LM head tied to the token embedding)
+//
+// One sequence at a time (batch 1); a state holds the caches and the current length.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attnx/eval/assign.hpp"
+#include "attnx/exec/context.hpp"
+#include "attnx/expr/slice.hpp"
+#include "attnx/io/safetensors.hpp"
+#include "attnx/modules/kv_cache.hpp"
+#include "attnx/modules/layers.hpp"
+#include "attnx/modules/transformer_block.hpp"
+
+namespace attnx::models {
+
+template <class T, std::size_t Vocab, std::size_t Context, std::size_t D, std::size_t Heads, std::size_t Layers>
+struct gpt2 {
+  static_assert(D % Heads == 0, "attnx: gpt2: d_model must be divisible by the number of heads");
+  static constexpr std::size_t vocab = Vocab, context_length = Context, d_model = D, heads = Heads, layers = Layers;
+  static constexpr std::size_t d_head = D / Heads;
+  using block_type = nn::transformer_block<T, D, Heads, 4 * D, nn::activation::gelu_tanh>;
+  using cache_type = kv_cache<T, Heads, d_head>;
+  using value_type = T;
+
+  nn::embedding<T, Vocab, D> wte{};
+  tensor<T, Context, D> wpe{};
+  std::array<block_type, Layers> h{};
+  nn::layer_norm<T, D> ln_f{};
+  tensor<T, D, Vocab> lm_head{};  // wte^T, kept once (the head is tied to the embedding: set by tie_lm_head)
+
+  void tie_lm_head() { lm_head = transpose(wte.weight); }
+
+  // The caches of one sequence (batch 1, capacity Context) and its length.
+  struct state {
+    std::vector<cache_type> caches;
+    std::size_t length = 0;
+    state() {
+      caches.reserve(Layers);
+      for (std::size_t i = 0; i < Layers; ++i) caches.emplace_back(1, Context);
+    }
+    void reset() {
+      for (auto& c : caches) c.reset(0);
+      length = 0;
+    }
+  };
+
+  // Appends ids to the sequence (a prompt: prefill; one token: a decoding step) and returns the logits of every
+  // new position, (ids.size(), Vocab). The sequence may not grow past Context (std::length_error; nothing is
+  // appended then); an id outside [0, Vocab) throws std::out_of_range.
+  tensor<T, dyn, Vocab> step(std::span<const std::int32_t> ids, state& s, const context& ctx = current_context()) const {
+    const std::size_t n = ids.size();
+    if (n == 0) throw std::invalid_argument("attnx: gpt2::step: no tokens");
+    if (s.length + n > Context)
+      throw std::length_error("attnx: gpt2::step: " + std::to_string(s.length) + " tokens and " + std::to_string(n) +
+                              " new ones exceed the context of " + std::to_string(Context));
+    const context_scope use(ctx);
+    tensor<T, dyn, D> x = wte(ids) + slice<0>(wpe, s.length, n);
+    for (std::size_t i = 0; i < Layers; ++i) x = h[i].step(x, s.caches[i], 0, ctx);
+    s.length += n;
+    return tensor<T, dyn, Vocab>(ln_f(x) * lm_head);
+  }
+
+  // Greedy generation: the prompt, then `count` tokens, each the argmax of the previous logits (the first
+  // maximum). on_logits(step, logits row) sees the row each token was taken from.
+  template <class F>
+  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, std::size_t count, state& s, F&& on_logits,
+                                     const context& ctx = current_context()) const {
+    std::vector<std::int32_t> out;
+    tensor<T, dyn, Vocab> logits = step(prompt, s, ctx);
+    for (std::size_t t = 0; t < count; ++t) {
+      const T* row = logits.data() + (logits.dims()[0] - 1) * Vocab;
+      on_logits(t, std::span<const T, Vocab>(row, Vocab));
+      const auto id = static_cast<std::int32_t>(std::max_element(row, row + Vocab) - row);
+      out.push_back(id);
+      if (t + 1 < count) logits = step(std::span<const std::int32_t>(&out.back(), 1), s, ctx);
+    }
+    return out;
+  }
+  std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, std::size_t count, state& s,
+                                     const context& ctx = current_context()) const {
+    return generate(prompt, count, s, [](std::size_t, std::span<const T, Vocab>) {}, ctx);
+  }
+};
+
+// The model from a safetensors file with Hugging Face GPT-2 names (<prefix>wte.weight, <prefix>h.0.attn.c_attn.weight,
+// ...). GPT-2's projections are Conv1D layers, stored (in, out): the layout attnx multiplies with, read as stored.
+// c_attn (D, 3D) holds q | k | v side by side. Every tensor's dtype and shape are checked (safetensors errors name
+// the tensor and both shapes). Returned on the heap: the weights of a real model do not belong on the stack.
+template <class Model>
+std::unique_ptr<Model> load_gpt2(const safetensors::file& f, const std::string& prefix = "transformer.") {
+  using T = typename Model::value_type;
+  constexpr std::size_t D = Model::d_model;
+  auto m = std::make_unique<Model>();
+  m->wte.weight = f.load<decltype(m->wte.weight)>(prefix + "wte.weight");
+  m->wpe = f.load<decltype(m->wpe)>(prefix + "wpe.weight");
+  const auto norm = [&](auto& ln, const std::string& name) {
+    ln.weight = f.load<tensor<T, D>>(name + ".weight");
+    ln.bias = f.load<tensor<T, D>>(name + ".bias");
+  };
+  for (std::size_t i = 0; i < Model::layers; ++i) {
+    const std::string p = prefix + "h." + std::to_string(i) + ".";
+    auto& b = m->h[i];
+    norm(b.ln_1, p + "ln_1");
+    norm(b.ln_2, p + "ln_2");
+    const auto qkv = f.load<tensor<T, D, 3 * D>>(p + "attn.c_attn.weight");
+    const auto qkv_b = f.load<tensor<T, 3 * D>>(p + "attn.c_attn.bias");
+    b.attn.w_q = slice<1, 0, D>(qkv);
+    b.attn.w_k = slice<1, D, D>(qkv);
+    b.attn.w_v = slice<1, 2 * D, D>(qkv);
+    b.attn.b_q = slice<0, 0, D>(qkv_b);
+    b.attn.b_k = slice<0, D, D>(qkv_b);
+    b.attn.b_v = slice<0, 2 * D, D>(qkv_b);
+    b.attn.w_o = f.load<tensor<T, D, D>>(p + "attn.c_proj.weight");
+    b.attn.b_o = f.load<tensor<T, D>>(p + "attn.c_proj.bias");
+    b.mlp.up.weight = f.load<tensor<T, D, 4 * D>>(p + "mlp.c_fc.weight");
+    b.mlp.up.bias = f.load<tensor<T, 4 * D>>(p + "mlp.c_fc.bias");
+    b.mlp.down.weight = f.load<tensor<T, 4 * D, D>>(p + "mlp.c_proj.weight");
+    b.mlp.down.bias = f.load<tensor<T, D>>(p + "mlp.c_proj.bias");
+  }
+  norm(m->ln_f, prefix + "ln_f");
+  m->tie_lm_head();
+  return m;
+}
+
+}  // namespace attnx::models
