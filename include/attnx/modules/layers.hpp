@@ -71,6 +71,18 @@ constexpr void check_features_at_run_time(const X& x, std::size_t features) {
                                         "input_features", n, "features", features);
   }
 }
+// f(x) when x has the layer's Features (the rule checked at compile time, a dyn extent at run time), else Failed
+// (the rule's error was reported, or an earlier one: no follow-on error).
+template <std::size_t Features, class Failed, class X, class F>
+constexpr auto with_features(X&& x, F&& f) {
+  constexpr bool ok = check_features<shape_of_t<X>, Features, failed_v<X>>();
+  if constexpr (!ok || failed_v<X>) {
+    return Failed{};
+  } else {
+    check_features_at_run_time(x, Features);
+    return f(std::forward<X>(x));
+  }
+}
 // A failed_expr for a layer's output of Out features on an input shaped S (no follow-on error).
 template <class T, class S, std::size_t Out>
 using failed_layer_output = failed_expr<T, std::conditional_t<(S::rank >= 1), with_extent_t<S, (S::rank >= 1 ? S::rank - 1 : 0), Out>, shape<axis<anon, Out>>>>;
@@ -86,15 +98,10 @@ struct linear {
 
   template <expression X>
   constexpr auto operator()(X&& x) const {
-    using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, In, failed_v<X>>();
-    if constexpr (!ok || failed_v<X>) {
-      return detail::failed_layer_output<T, S, Out>{};
-    } else {
-      detail::check_features_at_run_time(x, In);
-      if constexpr (Bias) return std::forward<X>(x) * weight + bias;
-      else return std::forward<X>(x) * weight;
-    }
+    return detail::with_features<In, detail::failed_layer_output<T, shape_of_t<X>, Out>>(std::forward<X>(x), [this](auto&& v) {
+      if constexpr (Bias) return std::forward<decltype(v)>(v) * weight + bias;
+      else return std::forward<decltype(v)>(v) * weight;
+    });
   }
 };
 
@@ -108,14 +115,8 @@ struct layer_norm {
 
   template <expression X>
   constexpr auto operator()(X&& x) const {
-    using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>();
-    if constexpr (!ok || failed_v<X>) {
-      return failed_expr<T, S>{};
-    } else {
-      detail::check_features_at_run_time(x, D);
-      return attnx::layer_norm(std::forward<X>(x), weight, bias, eps);
-    }
+    return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(
+        std::forward<X>(x), [this](auto&& v) { return attnx::layer_norm(std::forward<decltype(v)>(v), weight, bias, eps); });
   }
   static constexpr tensor<T, D> ones() {
     tensor<T, D> t;
@@ -132,14 +133,8 @@ struct rms_norm {
 
   template <expression X>
   constexpr auto operator()(X&& x) const {
-    using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>();
-    if constexpr (!ok || failed_v<X>) {
-      return failed_expr<T, S>{};
-    } else {
-      detail::check_features_at_run_time(x, D);
-      return attnx::rms_norm(std::forward<X>(x), weight, eps);
-    }
+    return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(
+        std::forward<X>(x), [this](auto&& v) { return attnx::rms_norm(std::forward<decltype(v)>(v), weight, eps); });
   }
 };
 
@@ -170,19 +165,18 @@ struct feed_forward {
   // not in memory (an expression) is evaluated once first, and the expression owns that tensor.
   template <expression X>
   constexpr auto operator()(X&& x) const {
-    using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>();
-    if constexpr (!ok || failed_v<X>) {
-      return failed_expr<T, S>{};
-    } else if constexpr (!Gated) {
-      return down(activate<Act>(up(std::forward<X>(x))));
-    } else if constexpr (dense_terminal<X>) {
-      return down(hadamard(activate<Act>(gate(x)), up(x)));
-    } else {
-      auto once = evaluate(std::forward<X>(x));
-      auto copy = once;
-      return down(hadamard(activate<Act>(gate(std::move(copy))), up(std::move(once))));
-    }
+    return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(std::forward<X>(x), [this](auto&& v) {
+      using V = decltype(v);
+      if constexpr (!Gated) {
+        return down(activate<Act>(up(std::forward<V>(v))));
+      } else if constexpr (dense_terminal<V>) {
+        return down(hadamard(activate<Act>(gate(v)), up(v)));
+      } else {
+        auto once = evaluate(std::forward<V>(v));
+        auto copy = once;
+        return down(hadamard(activate<Act>(gate(std::move(copy))), up(std::move(once))));
+      }
+    });
   }
 };
 

@@ -1,0 +1,226 @@
+#define BOOST_TEST_MODULE layers
+#include <boost/test/unit_test.hpp>
+
+#include <attnx/attnx.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "naive.hpp"
+
+// The nn layers (linear, feed_forward plain and gated, embedding, layer_norm / rms_norm modules) and the
+// transformer block (pre-norm and post-norm, forward and step with a KV cache) against plain double loops; a
+// tiny block evaluated at compile time against scripts/block_reference.py's values.
+
+using namespace attnx;
+using naive::mat;
+
+namespace {
+
+// The parameter formula shared with scripts/block_reference.py.
+constexpr double param(int tag, std::size_t i, std::size_t j) {
+  return double(int((i * 7 + j * 3 + std::size_t(tag) * 5) % 11) - 5) / 10;
+}
+template <class Tn>
+constexpr void fill(Tn& t, int tag, double scale = 1, double offset = 0) {
+  const auto d = t.dims();
+  if constexpr (Tn::rank == 1) {
+    for (std::size_t j = 0; j < d[0]; ++j) t(j) = typename Tn::value_type(offset + scale * param(tag, 0, j));
+  } else {
+    for (std::size_t i = 0; i < d[0]; ++i)
+      for (std::size_t j = 0; j < d[1]; ++j) t(i, j) = typename Tn::value_type(offset + scale * param(tag, i, j));
+  }
+}
+
+// ---- the reference, in double --------------------------------------------------------------------------
+mat add_row(mat a, const mat& v) {
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] += v[i % v.size()];
+  return a;
+}
+mat layer_norm_rows(const mat& a, std::size_t n, const mat& w, const mat& b) {
+  mat out(a.size());
+  for (std::size_t r = 0; r < a.size() / n; ++r) {
+    double mean = 0, var = 0;
+    for (std::size_t j = 0; j < n; ++j) mean += a[r * n + j];
+    mean /= double(n);
+    for (std::size_t j = 0; j < n; ++j) var += (a[r * n + j] - mean) * (a[r * n + j] - mean);
+    var /= double(n);
+    for (std::size_t j = 0; j < n; ++j) out[r * n + j] = (a[r * n + j] - mean) / std::sqrt(var + 1e-5) * w[j] + b[j];
+  }
+  return out;
+}
+double gelu(double t) { return 0.5 * t * (1 + std::erf(t / std::sqrt(2.0))); }
+double silu(double t) { return t / (1 + std::exp(-t)); }
+template <class Tn>
+mat values(const Tn& t) {
+  return mat(t.data(), t.data() + t.numel());
+}
+
+// One sequence (L, D) through causal multi-head self-attention with biases (the module's weights).
+template <class M>
+mat mha_reference(const M& m, const mat& x, std::size_t L) {
+  constexpr std::size_t D = M::d_model, H = M::heads, d = M::d_k;
+  const mat q = add_row(naive::matmul(x, values(m.w_q), L, D, H * d), values(m.b_q));
+  const mat k = add_row(naive::matmul(x, values(m.w_k), L, D, H * d), values(m.b_k));
+  const mat v = add_row(naive::matmul(x, values(m.w_v), L, D, H * d), values(m.b_v));
+  mat merged(L * H * d);
+  for (std::size_t h = 0; h < H; ++h) {
+    mat qh(L * d), kh(L * d), vh(L * d);
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t c = 0; c < d; ++c)
+        qh[l * d + c] = q[l * H * d + h * d + c], kh[l * d + c] = k[l * H * d + h * d + c], vh[l * d + c] = v[l * H * d + h * d + c];
+    const mat o = naive::attention(qh, kh, vh, L, L, d, d, [](std::size_t i, std::size_t j) { return j <= i; });
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t c = 0; c < d; ++c) merged[l * H * d + h * d + c] = o[l * d + c];
+  }
+  return add_row(naive::matmul(merged, values(m.w_o), L, H * d, D), values(m.b_o));
+}
+
+template <class Block>
+mat block_reference(const Block& blk, const mat& x, std::size_t L) {
+  constexpr std::size_t D = Block::d_model, Hid = Block::hidden;
+  const auto ln = [&](const auto& n, const mat& a) { return layer_norm_rows(a, D, values(n.weight), values(n.bias)); };
+  const auto mlp = [&](const mat& a) {
+    mat u = add_row(naive::matmul(a, values(blk.mlp.up.weight), L, D, Hid), values(blk.mlp.up.bias));
+    for (auto& t : u) t = gelu(t);
+    return add_row(naive::matmul(u, values(blk.mlp.down.weight), L, Hid, D), values(blk.mlp.down.bias));
+  };
+  const auto plus = [](mat a, const mat& b) {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+    return a;
+  };
+  if constexpr (Block::norm == nn::norm_position::pre) {
+    const mat h = plus(x, mha_reference(blk.attn, ln(blk.ln_1, x), L));
+    return plus(h, mlp(ln(blk.ln_2, h)));
+  } else {
+    const mat h = ln(blk.ln_1, plus(x, mha_reference(blk.attn, x, L)));
+    return ln(blk.ln_2, plus(h, mlp(h)));
+  }
+}
+
+template <class Block>
+constexpr void fill_block(Block& b) {
+  fill(b.attn.w_q, 1), fill(b.attn.w_k, 2), fill(b.attn.w_v, 3), fill(b.attn.w_o, 4);
+  fill(b.attn.b_q, 5), fill(b.attn.b_k, 6), fill(b.attn.b_v, 7), fill(b.attn.b_o, 8);
+  fill(b.ln_1.weight, 9, 1, 1), fill(b.ln_1.bias, 10), fill(b.ln_2.weight, 11, 1, 1), fill(b.ln_2.bias, 12);
+  fill(b.mlp.up.weight, 13), fill(b.mlp.up.bias, 14), fill(b.mlp.down.weight, 15), fill(b.mlp.down.bias, 16);
+}
+
+double max_abs_diff(const double* a, const mat& b) {
+  double w = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) w = std::max(w, std::abs(a[i] - b[i]));
+  return w;
+}
+
+}  // namespace
+
+// 1. linear, feed_forward (plain and gated), embedding against loops.
+BOOST_AUTO_TEST_CASE(linear_feed_forward_embedding) {
+  constexpr std::size_t B = 2, L = 5, D = 8, Hid = 12;
+  nn::linear<double, D, Hid> lin;
+  fill(lin.weight, 1), fill(lin.bias, 2);
+  tensor<double, B, L, D> x;
+  const mat xs = naive::random(B * L * D, 3);
+  for (std::size_t i = 0; i < xs.size(); ++i) x.data()[i] = xs[i];
+  const tensor<double, B, L, Hid> y = lin(x);
+  BOOST_TEST(max_abs_diff(y.data(), add_row(naive::matmul(xs, values(lin.weight), B * L, D, Hid), values(lin.bias))) < 1e-14);
+
+  nn::feed_forward<double, D, Hid> ff;  // gelu
+  fill(ff.up.weight, 3), fill(ff.up.bias, 4), fill(ff.down.weight, 5), fill(ff.down.bias, 6);
+  const tensor<double, B, L, D> f = ff(x);
+  mat u = add_row(naive::matmul(xs, values(ff.up.weight), B * L, D, Hid), values(ff.up.bias));
+  for (auto& t : u) t = gelu(t);
+  BOOST_TEST(max_abs_diff(f.data(), add_row(naive::matmul(u, values(ff.down.weight), B * L, Hid, D), values(ff.down.bias))) < 1e-14);
+
+  nn::feed_forward<double, D, Hid, nn::activation::silu, true, false> sw;  // SwiGLU without biases
+  fill(sw.up.weight, 7), fill(sw.gate.weight, 8), fill(sw.down.weight, 9);
+  const tensor<double, B, L, D> g = sw(x * 0.5);  // an expression input: evaluated once
+  const mat xh = [&] {
+    mat t = xs;
+    for (auto& e : t) e *= 0.5;
+    return t;
+  }();
+  const mat gate = naive::matmul(xh, values(sw.gate.weight), B * L, D, Hid), up = naive::matmul(xh, values(sw.up.weight), B * L, D, Hid);
+  mat hmid(gate.size());
+  for (std::size_t i = 0; i < gate.size(); ++i) hmid[i] = silu(gate[i]) * up[i];
+  BOOST_TEST(max_abs_diff(g.data(), naive::matmul(hmid, values(sw.down.weight), B * L, Hid, D)) < 1e-14);
+
+  nn::embedding<float, 10, 4> emb;
+  fill(emb.weight, 3);
+  const std::vector<std::int32_t> ids{9, 0, 9, 4};
+  const tensor<float, dyn, 4> e = emb(ids);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    for (std::size_t j = 0; j < 4; ++j) BOOST_TEST(e(i, j) == emb.weight(std::size_t(ids[i]), j));
+
+  nn::rms_norm<double, D> rn;
+  fill(rn.weight, 4, 1, 1);
+  const tensor<double, B, L, D> r = rn(x);
+  for (std::size_t row = 0; row < B * L; ++row) {
+    double ms = 0;
+    for (std::size_t j = 0; j < D; ++j) ms += xs[row * D + j] * xs[row * D + j];
+    const double inv = 1 / std::sqrt(ms / D + 1e-6);
+    for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(r.data()[row * D + j] - xs[row * D + j] * inv * rn.weight(j)) < 1e-14);
+  }
+}
+
+// 2. The transformer block, pre-norm and post-norm, causal: forward against the loops, and stepping token by
+// token (and in chunks) through a KV cache gives forward's rows.
+template <nn::norm_position Norm>
+void block_case() {
+  constexpr std::size_t L = 7, D = 16, H = 4, Hid = 32;
+  nn::transformer_block<double, D, H, Hid, nn::activation::gelu, Norm> blk;
+  fill_block(blk);
+  const mat xs = naive::random(L * D, 11, -2, 2);
+  tensor<double, L, D> x;
+  for (std::size_t i = 0; i < xs.size(); ++i) x.data()[i] = xs[i];
+  const auto y = blk.forward(x, causal);
+  const double err = max_abs_diff(y.data(), block_reference(blk, xs, L));
+  BOOST_TEST_MESSAGE((Norm == nn::norm_position::pre ? "pre-norm" : "post-norm") << " block: " << err);
+  BOOST_TEST(err < 1e-12);
+
+  kv_cache<double, H, D / H> cache(1, L);
+  std::size_t at = 0;
+  for (std::size_t n : {1u, 1u, 3u, 2u}) {  // token by token, then chunks
+    const tensor<double, dyn, D> step = blk.step(slice<0>(x, at, n), cache, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(step(i, j) - y(at + i, j)) < 1e-12);
+    at += n;
+  }
+  BOOST_TEST(cache.length(0) == L);
+}
+BOOST_AUTO_TEST_CASE(transformer_block_pre_norm) { block_case<nn::norm_position::pre>(); }
+BOOST_AUTO_TEST_CASE(transformer_block_post_norm) { block_case<nn::norm_position::post>(); }
+
+// 3. A block verified at compile time: d_model 4, 2 heads, hidden 8, causal, L = 3, every element against
+// scripts/block_reference.py (plain Python loops).
+// scripts/block_reference.py
+constexpr double block_expected[3][4] = {
+    {-3.0781471415919373, 0.6552662989274338, 1.4219445026113624, 1.0784765008695056},
+    {-0.5535244449721075, 3.0122180302645885, -0.5445300640491395, -0.0860027875063793},
+    {-2.256148695851496, 1.2344913901780128, 1.5286327351163997, -1.228270604296724},
+};
+using tiny_block = nn::transformer_block<double, 4, 2, 8>;
+constexpr tensor<double, 3, 4> tiny_forward() {
+  tiny_block b;
+  fill_block(b);
+  tensor<double, 3, 4> x;
+  fill(x, 0, 4);
+  return b.forward(x, causal);
+}
+constexpr bool tiny_matches() {
+  const tensor<double, 3, 4> y = tiny_forward();
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) {
+      const double d = y(i, j) - block_expected[i][j];
+      if (d > 1e-12 || d < -1e-12) return false;
+    }
+  return true;
+}
+static_assert(tiny_matches());
+BOOST_AUTO_TEST_CASE(tiny_block_at_run_time_too) {
+  const tensor<double, 3, 4> y = tiny_forward();
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) BOOST_TEST(std::abs(y(i, j) - block_expected[i][j]) < 1e-12);
+}
