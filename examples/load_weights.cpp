@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     }
 
     // PyTorch names and layout: weight (out, in) is read transposed into attnx's (in, out).
-    const mha_t mha = st::load_mha<mha_t>(weights, st::mha_names::torch("attn."), st::weight_layout::out_in);
+    const mha_t mha = st::load_mha<mha_t>(weights, st::mha_names::hugging_face("attn."), st::weight_layout::out_in);
     std::cout << "module: d_model " << mha_t::d_model << ", heads " << mha_t::heads << ", kv_heads " << mha_t::kv_heads
               << ", d_k " << mha_t::d_k << ", d_v " << mha_t::d_v << ", " << mha_t::parameter_count << " parameters\n";
 
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
 
     // A module of the wrong sizes is refused with the tensor's name and both shapes.
     try {
-      (void)st::load_mha<attnx::multi_head_attention<float, D, 4>>(weights, st::mha_names::torch("attn."),
+      (void)st::load_mha<attnx::multi_head_attention<float, D, 4>>(weights, st::mha_names::hugging_face("attn."),
                                                                     st::weight_layout::out_in);
       std::cerr << "FAILED: a module with 4 key/value heads loaded weights made for 2\n";
       return 1;

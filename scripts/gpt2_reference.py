@@ -5,8 +5,8 @@ examples/gpt2_generate.cpp read.
 
     /usr/bin/python3 scripts/gpt2_reference.py [OUTPUT]   (default: examples/data/gpt2_tiny.safetensors)
 
-Needs Debian's python3-torch (1.13); writes the file with the standard library (struct, json), no
-`safetensors` or `transformers` package. The forward pass is written here with torch operations, in
+Needs Debian's python3-torch (1.13); writes the file with scripts/lib/safetensors_write.py (standard library),
+no `safetensors` or `transformers` package. The forward pass is written here with torch operations, in
 float64 from the float32 weights that the file stores (so the reference is the exact maths of those weights):
 
   h = wte[ids] + wpe[positions]
@@ -23,11 +23,13 @@ checks that every greedy choice wins by at least MIN_MARGIN (float rounding cann
 tokens are not one token repeated (MIN_DISTINCT), and tries the next seed otherwise.
 """
 
-import json
-import struct
+import os
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from safetensors_write import save  # noqa: E402
 
 VOCAB, CTX, D, LAYERS, HEADS = 512, 64, 64, 4, 4
 PROMPT = [17, 301, 5, 88, 450, 2, 129, 64]
@@ -111,24 +113,6 @@ def reference(w):
     if len(set(generated)) < MIN_DISTINCT:
         return None
     return prompt_logits, torch.stack(steps), generated
-
-
-def save(path, tensors, metadata):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, t in tensors.items():
-        t = t.contiguous()
-        dtype = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32"}[t.dtype]
-        raw = t.numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":"))
-    text += " " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text.encode())
-        for b in blobs:
-            f.write(b)
 
 
 def main():

@@ -149,19 +149,19 @@ BOOST_AUTO_TEST_CASE(multi_head_attention_round_trip_both_layouts) {
   st::save(in_out, {st::make_entry("w_q", m.w_q), st::make_entry("w_k", m.w_k), st::make_entry("w_v", m.w_v),
                     st::make_entry("w_o", m.w_o), st::make_entry("b_q", m.b_q), st::make_entry("b_k", m.b_k),
                     st::make_entry("b_v", m.b_v), st::make_entry("b_o", m.b_o)});
-  const auto names = st::mha_names::torch("layers.0.attn.");
+  const auto names = st::mha_names::hugging_face("layers.0.attn.");
   st::save(out_in, {st::make_entry(names.w_q, m.w_q, true), st::make_entry(names.w_k, m.w_k, true),
                     st::make_entry(names.w_v, m.w_v, true), st::make_entry(names.w_o, m.w_o, true),
                     st::make_entry(names.b_q, m.b_q), st::make_entry(names.b_k, m.b_k), st::make_entry(names.b_v, m.b_v),
                     st::make_entry(names.b_o, m.b_o)});
-  const M a = st::load_mha<M>(st::file(in_out));
+  const M a = st::load_mha<M>(st::file(in_out), {}, st::weight_layout::in_out);
   const M b = st::load_mha<M>(st::file(out_in), names, st::weight_layout::out_in);
   const tensor<float, 2, 3, 8> ya = a(x, causal), yb = b(x, causal);
   BOOST_TEST((ya == want));
   BOOST_TEST((yb == want));
   // A module of other sizes: the shape error names the parameter.
   using M2 = multi_head_attention<float, 8, 2>;  // 2 key/value heads: W_K is 8 x 8, the file has 8 x 4
-  throws<st::shape_error>([&] { (void)st::load_mha<M2>(st::file(in_out)); }, {"'w_k'", "[8, 4]", "[d_model=8, 8]"});
+  throws<st::shape_error>([&] { (void)st::load_mha<M2>(st::file(in_out), {}, st::weight_layout::in_out); }, {"'w_k'", "[8, 4]", "[d_model=8, 8]"});
 }
 
 // ---- errors --------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <cstddef>
@@ -339,9 +340,47 @@ void operations() {
   view<float, d_model<8>> v(buf, 8);
   v += w;
   v *= 2.f;
+  // slices, concatenation, row selection, reshape
+  tensor<float, seq<6>, d_model<4>> s1 = slice<1, 2, 4>(xs);
+  tensor<float, seq<dyn>, d_model<8>> s2 = slice<0>(xs, 1, 3);
+  tensor<float, seq<12>, d_model<8>> cc = concat<0>(xs, a1);
+  const int ids[3] = {5, 0, 5};
+  tensor<float, dyn, d_model<8>> sel = index_select(xs, ids);
+  const auto rs = reshape<12, 4>(xs);
+  // PyTorch's mask polarity, said explicitly
+  const tensor<bool, seq<6>, seq<6>> pt_mask = equal(ramp<tensor<float, seq<6>, seq<6>>>(1.0), 3.f);
+  tensor<float, seq<6>, seq<6>> pm = softmax(mask(ramp<tensor<float, seq<6>, seq<6>>>(0.1), blocked(pt_mask))) +
+                                     softmax(mask(ramp<tensor<float, seq<6>, seq<6>>>(0.1), allowed(pt_mask)));
+  expect(s1(0, 0) == xs(0, 2) && s2.dims()[0] == 3 && cc(6, 0) == a1(0, 0) && sel(2, 1) == xs(5, 1) && rs(1, 0) == xs(0, 4) &&
+             std::isfinite(pm(0, 0)),
+         "slice, concat, index_select, reshape, mask polarity");
   expect(c2(0, 1) == !c3(0, 1) && c4(0, 1) == (1.f >= x01) && c5(0, 1) == (x01 == w1) && c6(0, 1) == (x01 != 1.f) && std::isfinite(a2(1, 1) + a3(1, 1) + a4(1, 1)) &&
              std::abs(n2(0, 0)) > 0.f && std::isfinite(n1(2, 2)) && buf[1] == 2 * w(1),
          "element-wise and row-wise operations, compound assignment");
+}
+
+// The nn layers and the transformer block.
+void layers() {
+  const auto x = ramp<tensor<float, seq<5>, d_model<8>>>(0.05);
+  nn::linear<float, 8, 16> lin;
+  nn::linear<float, 8, 16, false> lin_nb;
+  nn::layer_norm<float, 8> ln;
+  nn::rms_norm<float, 8> rn;
+  nn::embedding<float, 10, 8> emb;
+  nn::feed_forward<float, 8, 16, nn::activation::gelu_tanh> ff;
+  nn::feed_forward<float, 8, 16, nn::activation::silu, true, false> swiglu;
+  nn::transformer_block<float, 8, 2, 16> pre;
+  nn::transformer_block<float, 8, 2, 16, nn::activation::relu, nn::norm_position::post> post;
+  const std::int32_t ids[2] = {3, 9};
+  tensor<float, seq<5>, 16> l1 = lin(x) + lin_nb(x);
+  tensor<float, seq<5>, d_model<8>> l2 = ln(x) + rn(x) + ff(x) + swiglu(x) + swiglu(x * 2.f);
+  tensor<float, dyn, 8> e = emb(ids);
+  const auto y1 = pre.forward(x, causal);
+  const auto y2 = post.forward(x);
+  kv_cache<float, 2, 4> cache(1, 8);
+  const auto y3 = pre.step(slice<0, 0, 2>(x), cache, 0);
+  expect(std::isfinite(l1(0, 0) + l2(1, 1) + e(1, 1) + y1(4, 7) + y2(4, 7) + y3(1, 7)) && cache.length(0) == 2,
+         "nn layers and transformer blocks");
 }
 
 }  // namespace
@@ -352,6 +391,7 @@ int main() {
   dynamic_extents();
   decoding();
   operations();
+  layers();
   if (failures == 0) std::cout << "api: all checks passed\n";
   return failures == 0 ? 0 : 1;
 }

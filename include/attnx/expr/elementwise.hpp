@@ -31,6 +31,7 @@ struct tanh { template <class A> constexpr A operator()(A a) const { return math
 struct sqrt { template <class A> constexpr A operator()(A a) const { return math::sqrt(a); } };
 struct abs { template <class A> constexpr A operator()(A a) const { return a < A(0) ? -a : a; } };
 struct square { template <class A> constexpr A operator()(A a) const { return a * a; } };
+struct logical_not { constexpr bool operator()(bool a) const { return !a; } };
 // Activations (PyTorch's definitions; NaN stays NaN). At -inf, silu, gelu and gelu_tanh give their limit 0
 // (the formulas, and PyTorch, give -inf * 0 = NaN there).
 struct relu { template <class A> constexpr A operator()(A a) const { return a < A(0) ? A(0) : a; } };

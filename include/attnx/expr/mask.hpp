@@ -213,6 +213,41 @@ constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_l
   return detail::make_masked<ok>(std::forward<A>(a), m, fill);
 }
 
+// A boolean mask's polarity, said explicitly. attnx's masks are true = allowed (the key is attended to);
+// PyTorch's bool attn_mask and key_padding_mask are true = blocked. allowed(m) is m; blocked(m) is its negation,
+// so a PyTorch mask is passed as blocked(m) and its meaning is written where it is used.
+namespace rules {
+template <class M, bool Quiet = false>
+constexpr bool check_polarity_operand() {
+  static_assert(Quiet || std::is_same_v<value_t<M>, bool> ||
+                    error::holds<error::mask_must_be_boolean<error::rank<shape_of_t<M>::rank>>>,
+                "attnx: allowed(m) / blocked(m): m must have bool elements");
+  return std::is_same_v<value_t<M>, bool>;
+}
+}  // namespace rules
+template <expression M>
+constexpr auto allowed(M&& m) {
+  constexpr bool ok = rules::check_polarity_operand<M, failed_v<M>>();
+  if constexpr (!ok || failed_v<M>) return failed_expr<bool, shape_of_t<M>>{};
+  else return store(std::forward<M>(m));
+}
+template <expression M>
+constexpr auto blocked(M&& m) {
+  constexpr bool ok = rules::check_polarity_operand<M, failed_v<M>>();
+  if constexpr (!ok || failed_v<M>) return failed_expr<bool, shape_of_t<M>>{};
+  else return unary_expr<ops::logical_not, stored_t<M>>(store(std::forward<M>(m)));
+}
+template <class M>
+  requires any_foreign<M>
+constexpr auto allowed(M&&) {
+  return foreign_arguments<M>();
+}
+template <class M>
+  requires any_foreign<M>
+constexpr auto blocked(M&&) {
+  return foreign_arguments<M>();
+}
+
 template <expression A, expression M>
 constexpr auto mask(A&& a, M&& m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   using S = shape_of_t<A>;

@@ -12,14 +12,15 @@
 //   attnx::safetensors::file f("weights.safetensors");            // reads and checks the header
 //   auto W = f.load<attnx::tensor<float, 512, 512>>("w_q");         // checks dtype and shape, reads
 //   auto W2 = f.load_transposed<attnx::tensor<float, 512, 512>>("q_proj.weight");  // PyTorch (out, in)
-//   auto mha = attnx::safetensors::load_mha<mha_t>(f, attnx::safetensors::mha_names::torch("attn."),
+//   auto mha = attnx::safetensors::load_mha<mha_t>(f, attnx::safetensors::mha_names::hugging_face("attn."),
 //                                                  attnx::safetensors::weight_layout::out_in);
+//   auto mha2 = attnx::safetensors::load_torch_multihead_attention<mha_t>(f, "self_attn.");  // nn.MultiheadAttention
 //
 // Every failure throws a subclass of attnx::safetensors::error (a std::runtime_error) whose message
 // names the file and, where there is one, the tensor: file_error (missing or unreadable file),
 // format_error (truncated file, corrupt header, bad offsets), missing_tensor, dtype_error (F32 is
-// loaded into float tensors, F64 into double; F16, BF16 and the integer types are reported as
-// unsupported), shape_error (names the stored and the expected shape).
+// loaded into float tensors, F64 into double, I32 / I64 into std::int32_t / std::int64_t; F16, BF16 and the
+// other types are reported as unsupported), shape_error (names the stored and the expected shape).
 #pragma once
 
 #include <algorithm>
@@ -42,6 +43,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnx/eval/assign.hpp"
+#include "attnx/expr/slice.hpp"
 #include "attnx/modules/multi_head_attention.hpp"
 #include "attnx/shape/shape.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -478,19 +481,28 @@ inline void save(const std::filesystem::path& path, const std::vector<entry>& en
 struct mha_names {
   std::string w_q = "w_q", w_k = "w_k", w_v = "w_v", w_o = "w_o";
   std::string b_q = "b_q", b_k = "b_k", b_v = "b_v", b_o = "b_o";
-  // Hugging Face style: <prefix>q_proj.weight, ..., <prefix>out_proj.bias (use with weight_layout::out_in).
-  static mha_names torch(const std::string& prefix = "") {
+  // Hugging Face style (BART, T5-like, LLaMA attention blocks): <prefix>q_proj.weight, ..., <prefix>out_proj.bias,
+  // stored (out, in): load with weight_layout::out_in. (PyTorch's own nn.MultiheadAttention packs q, k and v into
+  // one in_proj_weight: load_torch_multihead_attention reads that.)
+  static mha_names hugging_face(const std::string& prefix = "") {
     return {prefix + "q_proj.weight", prefix + "k_proj.weight", prefix + "v_proj.weight", prefix + "out_proj.weight",
             prefix + "q_proj.bias",   prefix + "k_proj.bias",   prefix + "v_proj.bias",   prefix + "out_proj.bias"};
   }
+  [[deprecated("these are Hugging Face's names, not nn.MultiheadAttention's: use mha_names::hugging_face, or "
+               "load_torch_multihead_attention for nn.MultiheadAttention's packed in_proj_weight")]]
+  static mha_names torch(const std::string& prefix = "") {
+    return hugging_face(prefix);
+  }
 };
 enum class weight_layout {
-  in_out,  // stored as attnx multiplies them: (d_in, d_out), y = x W
+  in_out,  // stored as attnx multiplies them: (d_in, d_out), y = x W (GPT-2's Conv1D, attnx's own files)
   out_in   // stored as PyTorch's nn.Linear.weight: (d_out, d_in), y = x W^T
 };
 
+// The module's eight parameters from the file. The layout has no default: a square (d, d) weight fits both
+// layouts, and the wrong one gives wrong outputs without any error.
 template <class M>
-M load_mha(const file& f, const mha_names& names = {}, weight_layout layout = weight_layout::in_out) {
+M load_mha(const file& f, const mha_names& names, weight_layout layout) {
   static_assert(M::storage == weights_storage::owned,
                 "attnx: safetensors: load_mha fills a module that owns its weights (weights_storage::owned)");
   auto w = [&](auto type_tag, const std::string& name) {
@@ -507,6 +519,35 @@ M load_mha(const file& f, const mha_names& names = {}, weight_layout layout = we
     m.b_k = f.load<typename M::b_k_type>(names.b_k);
     m.b_v = f.load<typename M::b_v_type>(names.b_v);
     m.b_o = f.load<typename M::b_o_type>(names.b_o);
+  }
+  return m;
+}
+
+// torch.nn.MultiheadAttention's state dict: <prefix>in_proj_weight (3 d_model, d_model) holding W_q, W_k, W_v
+// stacked, each (out, in); <prefix>in_proj_bias (3 d_model); <prefix>out_proj.weight (d_model, d_model) (out, in);
+// <prefix>out_proj.bias. (Its kdim / vdim variant with separate q_proj_weight, ... is not read.) The module must
+// have heads * d_k = heads * d_v = d_model and no grouped-query heads, as nn.MultiheadAttention.
+template <class M>
+M load_torch_multihead_attention(const file& f, const std::string& prefix = "") {
+  static_assert(M::storage == weights_storage::owned,
+                "attnx: safetensors: load_torch_multihead_attention fills a module that owns its weights");
+  constexpr std::size_t D = M::d_model;
+  static_assert(M::heads * M::d_k == D && M::heads * M::d_v == D && M::kv_heads == M::heads,
+                "attnx: safetensors: nn.MultiheadAttention has heads * d_k = heads * d_v = d_model and no grouped-query "
+                "heads");
+  using T = typename M::value_type;
+  const auto packed = f.load<tensor<T, 3 * D, D>>(prefix + "in_proj_weight");  // (out, in), q | k | v stacked
+  M m;
+  m.w_q = transpose(slice<0, 0, D>(packed));
+  m.w_k = transpose(slice<0, D, D>(packed));
+  m.w_v = transpose(slice<0, 2 * D, D>(packed));
+  m.w_o = f.load_transposed<typename M::w_o_type>(prefix + "out_proj.weight");
+  if constexpr (M::has_bias) {
+    const auto bias = f.load<tensor<T, 3 * D>>(prefix + "in_proj_bias");
+    m.b_q = slice<0, 0, D>(bias);
+    m.b_k = slice<0, D, D>(bias);
+    m.b_v = slice<0, 2 * D, D>(bias);
+    m.b_o = f.load<typename M::b_o_type>(prefix + "out_proj.bias");
   }
   return m;
 }

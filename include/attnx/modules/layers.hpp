@@ -166,13 +166,13 @@ struct feed_forward {
   template <expression X>
   constexpr auto operator()(X&& x) const {
     return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(std::forward<X>(x), [this](auto&& v) {
-      using V = decltype(v);
+      using input_type = decltype(v);
       if constexpr (!Gated) {
-        return down(activate<Act>(up(std::forward<V>(v))));
-      } else if constexpr (dense_terminal<V>) {
+        return down(activate<Act>(up(std::forward<input_type>(v))));
+      } else if constexpr (dense_terminal<input_type>) {
         return down(hadamard(activate<Act>(gate(v)), up(v)));
       } else {
-        auto once = evaluate(std::forward<V>(v));
+        auto once = evaluate(std::forward<input_type>(v));
         auto copy = once;
         return down(hadamard(activate<Act>(gate(std::move(copy))), up(std::move(once))));
       }

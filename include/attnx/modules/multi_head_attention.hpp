@@ -638,4 +638,27 @@ class multi_head_attention {
 template <class T, std::size_t DModel, std::size_t Heads, mha_options Opt = mha_options{}>
 using multi_head_attention_view = multi_head_attention<T, DModel, Heads, Opt, weights_storage::viewed>;
 
+// The mean over the heads axis (the third from last) of attention weights (..., H, L_q, L_k), as
+// nn.MultiheadAttention returns them by default (average_attn_weights=True): (..., L_q, L_k), evaluated.
+template <expression W>
+auto average_heads(const W& w) {
+  using S = shape_of_t<W>;
+  using T = value_t<W>;
+  static_assert(S::rank >= 3, "attnx: average_heads: the weights must be (..., heads, L_q, L_k)");
+  using R = shape_cat_t<take_front_t<S, S::rank - 3>, drop_front_t<S, S::rank - 2>>;
+  const basic_tensor<T, S> t = w;
+  const auto d = t.dims();
+  dims_t<R::rank> rd{};
+  for (std::size_t k = 0; k < R::rank; ++k) rd[k] = d[k < S::rank - 3 ? k : k + 1];
+  basic_tensor<T, R> out(rd, uninitialized);
+  const std::size_t heads = d[S::rank - 3], inner = d[S::rank - 2] * d[S::rank - 1], outer = out.numel() / (inner ? inner : 1);
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t i = 0; i < inner; ++i) {
+      T sum = 0;
+      for (std::size_t h = 0; h < heads; ++h) sum += t.data()[(o * heads + h) * inner + i];
+      out.data()[o * inner + i] = sum / static_cast<T>(heads);
+    }
+  return out;
+}
+
 }  // namespace attnx
