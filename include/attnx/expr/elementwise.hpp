@@ -54,13 +54,17 @@ struct gelu {
   }
 };
 // GELU, tanh form: a/2 (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) (torch.nn.GELU(approximate='tanh'); GPT-2's
-// "gelu_new"). For |a| >= 10 the tanh is +-1 in float and double: a, or -0 (what the formula gives, without
-// cubing a large a into an overflow).
+// "gelu_new"), computed as a / (1 + e^(-2u)) with u = sqrt(2/pi) (a + 0.044715 a^3) (the same function: 1 + tanh u
+// = 2 / (1 + e^-2u)), in double: no cancellation in 1 + tanh, and one exp instead of a tanh (glibc's tanhf is about
+// 2.5 times slower than a double exp; this is the MLP's activation in GPT-2). For |a| >= 10 the result is a, or -0
+// (what the formula gives in float and double), without cubing a large a into an overflow.
 struct gelu_tanh {
   template <class A> constexpr A operator()(A a) const {
     if (a >= A(10)) return a;
     if (a <= A(-10)) return -A(0);
-    return A(0.5) * a * (A(1) + math::tanh(A(0.79788456080286535588) * (a + A(0.044715) * a * a * a)));
+    const double x = static_cast<double>(a);
+    const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+    return static_cast<A>(x / (1.0 + math::exp(-2.0 * u)));
   }
 };
 // NaN in either operand gives NaN (torch.maximum / torch.minimum).
