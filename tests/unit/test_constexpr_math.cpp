@@ -184,6 +184,7 @@ static_assert(within_ulp(am::cerf(1.5), 0.9661051464753108, 2) && within_ulp(am:
 static_assert(within_ulp(am::cerf(3.0), 0.9999779095030014, 2) && within_ulp(am::cerf(5.9), 0.9999999999999999, 2));
 static_assert(am::cerf(0.0) == 0.0 && am::cerf(7.0) == 1.0 && am::cerf(-am::infinity<double>) == -1.0);
 static_assert(within_ulp(am::cerf(0.5f), 0.52049988f, 1));
+static_assert(am::signbit(am::cerf(-0.0)) && !am::signbit(am::cerf(0.0)));
 
 // ---------------------------------------------------------------------------------------------
 // Run-time sweeps against the C library.

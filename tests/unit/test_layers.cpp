@@ -146,6 +146,10 @@ BOOST_AUTO_TEST_CASE(linear_feed_forward_embedding) {
   mat hmid(gate.size());
   for (std::size_t i = 0; i < gate.size(); ++i) hmid[i] = silu(gate[i]) * up[i];
   BOOST_TEST(max_abs_diff(g.data(), naive::matmul(hmid, values(sw.down.weight), B * L, Hid, D)) < 1e-14);
+  // a temporary tensor is moved into the expression (it would dangle if referred to)
+  const auto lazy = sw(tensor<double, B, L, D>(g));
+  const tensor<double, B, L, D> g2 = lazy, g3 = sw(g);
+  BOOST_TEST(max_abs_diff(g2.data(), values(g3)) == 0.0);
 
   nn::embedding<float, 10, 4> emb;
   fill(emb.weight, 3);

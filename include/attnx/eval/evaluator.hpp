@@ -528,8 +528,8 @@ struct evaluator<log_softmax_expr<A>> {
       bool constant = std::is_constant_evaluated();  // (not const: see softmax)
       T sum = 0;
       for (std::size_t j = 0; j < n; ++j) sum += constant ? math::cexp_nonpositive(x[j] - m) : std::exp(x[j] - m);
-      const T lse = m + math::log(sum);
-      for (std::size_t j = 0; j < n; ++j) x[j] -= lse;
+      const T ls = math::log(sum);  // (x - m) - log(sum): m + log(sum) would round log(sum) away next to a huge m
+      for (std::size_t j = 0; j < n; ++j) x[j] = (x[j] - m) - ls;
     }
   }
   constexpr T at(std::size_t j) const { return buf.data()[j]; }

@@ -54,7 +54,7 @@ constexpr bool check_map() {
 // map(f, e): f(x) for every element x of e.
 template <class F, expression A>
 constexpr auto map(F&& f, A&& a) {
-  using Fn = std::remove_cvref_t<F>;
+  using Fn = std::decay_t<F>;  // (a function becomes a function pointer)
   constexpr bool ok = rules::check_map<Fn, value_t<A>, failed_v<A>>();
   if constexpr (!ok || failed_v<A>) {
     return failed_expr<value_t<A>, shape_of_t<A>>{};

@@ -89,7 +89,7 @@ constexpr bool check_axis_index(const char*) {
 template <class S, std::size_t Axis, std::size_t Begin, std::size_t Count, bool Quiet = false>
 constexpr bool check_static_slice() {
   constexpr std::size_t n = S::extents[Axis];
-  constexpr bool ok = n == dyn || Begin + Count <= n;
+  constexpr bool ok = n == dyn || (Count != dyn && Count <= n && Begin <= n - Count);
   static_assert(Quiet || ok ||
                     error::holds<error::slice_exceeds_extent<error::axis_index<Axis>, error::slice_end<Begin + Count>,
                                                              error::extent<n>>>,
@@ -99,7 +99,7 @@ constexpr bool check_static_slice() {
 inline constexpr void check_slice_range(std::size_t axis, std::size_t begin, std::size_t count, std::size_t n) {
   if (begin > n || count > n - begin)
     detail::throw_extent_error("slice: the range [begin, begin + count) exceeds axis " + std::to_string(axis) + "'s extent",
-                               "slice_end", begin + count, "extent", n);
+                               "slice_end", count > ~begin ? ~std::size_t{0} : begin + count, "extent", n);  // (saturated)
 }
 }  // namespace rules
 
@@ -262,7 +262,7 @@ constexpr auto index_select(A&& table, const R& ids) {
     const std::size_t rows = dims_of(table)[0], n = std::size(ids);
     const I* p = std::data(ids);
     for (std::size_t i = 0; i < n; ++i)
-      if (p[i] < 0 || static_cast<std::size_t>(p[i]) >= rows)
+      if ((std::is_signed_v<I> && p[i] < I(0)) || static_cast<std::size_t>(p[i]) >= rows)
         throw std::out_of_range("attnx: index_select: id " + std::to_string(p[i]) + " at position " + std::to_string(i) +
                                 " is outside the table's " + std::to_string(rows) + " rows");
     return index_select_expr<stored_t<A>, I>(store(std::forward<A>(table)), p, n);
@@ -295,7 +295,9 @@ constexpr auto reshape(X&& x, D... dyn_extents) {
   static_assert(!is_tensor_v<X> || std::is_lvalue_reference_v<X>,
                 "attnx: reshape: the view of a temporary tensor would dangle (name the tensor first)");
   constexpr bool ok = rules::check_reshape<S::size, To::size>();
-  if constexpr (!ok) {
+  if constexpr (sizeof...(D) != To::dynamic_count) {
+    return failed_expr<value_t<X>, To>{};  // (reported above)
+  } else if constexpr (!ok) {
     return V(x.data(), To::size);  // (never runs: the rule failed; a view, so that its use reports nothing more)
   } else {
     const std::size_t n = dims_size(dims_of(x));

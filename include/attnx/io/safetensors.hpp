@@ -379,7 +379,7 @@ class file {
     const std::string where = "attnx: safetensors: tensor '" + std::string(name) + "' in '" + path_.string() + "'";
     if (t.dtype != want) {
       if (t.dtype == "F16" || t.dtype == "BF16")
-        throw dtype_error(where + " has dtype " + t.dtype + ", which attnx does not load (supported: F32, F64); convert it to F32");
+        throw dtype_error(where + " has dtype " + t.dtype + ", which attnx does not load (supported: F32, F64, I32, I64); convert it to F32");
       throw dtype_error(where + " has dtype " + t.dtype + ", but the target (elements of " + element_name<T>() + ") needs " +
                         std::string(want));
     }
@@ -536,8 +536,9 @@ M load_torch_multihead_attention(const file& f, const std::string& prefix = "") 
                 "attnx: safetensors: nn.MultiheadAttention has heads * d_k = heads * d_v = d_model and no grouped-query "
                 "heads");
   using T = typename M::value_type;
-  const auto packed = f.load<tensor<T, 3 * D, D>>(prefix + "in_proj_weight");  // (out, in), q | k | v stacked
   M m;
+  if constexpr (M::heads * M::d_k == D && M::heads * M::d_v == D && M::kv_heads == M::heads) {  // (else reported above)
+  const auto packed = f.load<tensor<T, 3 * D, D>>(prefix + "in_proj_weight");  // (out, in), q | k | v stacked
   m.w_q = transpose(slice<0, 0, D>(packed));
   m.w_k = transpose(slice<0, D, D>(packed));
   m.w_v = transpose(slice<0, 2 * D, D>(packed));
@@ -548,6 +549,7 @@ M load_torch_multihead_attention(const file& f, const std::string& prefix = "") 
     m.b_k = slice<0, D, D>(bias);
     m.b_v = slice<0, 2 * D, D>(bias);
     m.b_o = f.load<typename M::b_o_type>(prefix + "out_proj.bias");
+  }
   }
   return m;
 }

@@ -315,7 +315,7 @@ constexpr double sqrt_f64(double x) noexcept {
 // evaluated backwards (200 levels below 2, 60 above: enough for double precision there), e^(-x^2) with x^2 carried
 // exactly. |x| >= 6: erf is +-1 to double precision (erfc(6) = 2e-17).
 constexpr double erf_f64(double x) noexcept {
-  if (math::isnan(x)) return x;
+  if (math::isnan(x) || x == 0) return x;  // (erf(-0) = -0)
   const double a = x < 0 ? -x : x;
   if (a >= 6.0) return x < 0 ? -1.0 : 1.0;
   constexpr double c_hi = 0x1.20dd750429b6dp+0, c_lo = 0x1.1ae3a914fed80p-56;  // 2/sqrt(pi) = c_hi + c_lo

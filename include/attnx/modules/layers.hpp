@@ -162,14 +162,14 @@ struct feed_forward {
   [[no_unique_address]] std::conditional_t<Gated, linear<T, D, Hidden, Bias>, absent<'g'>> gate{};
 
   // down(act(up(x))), or down(act(gate(x)) * up(x)). In the gated form x is read by two products: an x that is
-  // not in memory (an expression) is evaluated once first, and the expression owns that tensor.
+  // not in memory (an expression, or a temporary tensor) is evaluated (moved) once first, and the expression owns it.
   template <expression X>
   constexpr auto operator()(X&& x) const {
     return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(std::forward<X>(x), [this](auto&& v) {
       using input_type = decltype(v);
       if constexpr (!Gated) {
         return down(activate<Act>(up(std::forward<input_type>(v))));
-      } else if constexpr (dense_terminal<input_type>) {
+      } else if constexpr (dense_terminal<input_type> && (!is_tensor_v<input_type> || std::is_lvalue_reference_v<input_type>)) {
         return down(hadamard(activate<Act>(gate(v)), up(v)));
       } else {
         auto once = evaluate(std::forward<input_type>(v));

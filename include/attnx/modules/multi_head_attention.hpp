@@ -645,6 +645,9 @@ auto average_heads(const W& w) {
   using S = shape_of_t<W>;
   using T = value_t<W>;
   static_assert(S::rank >= 3, "attnx: average_heads: the weights must be (..., heads, L_q, L_k)");
+  if constexpr (S::rank < 3) {
+    return basic_tensor<T, S>{};  // (reported above)
+  } else {
   using R = shape_cat_t<take_front_t<S, S::rank - 3>, drop_front_t<S, S::rank - 2>>;
   const basic_tensor<T, S> t = w;
   const auto d = t.dims();
@@ -659,6 +662,7 @@ auto average_heads(const W& w) {
       out.data()[o * inner + i] = sum / static_cast<T>(heads);
     }
   return out;
+  }
 }
 
 }  // namespace attnx
