@@ -186,6 +186,19 @@ static_assert(am::cerf(0.0) == 0.0 && am::cerf(7.0) == 1.0 && am::cerf(-am::infi
 static_assert(within_ulp(am::cerf(0.5f), 0.52049988f, 1));
 static_assert(am::signbit(am::cerf(-0.0)) && !am::signbit(am::cerf(0.0)));
 
+// sin, cos (values from mpmath at 40 digits, rounded)
+static_assert(within_ulp(am::csin(1.0), 0.8414709848078965, 1) && within_ulp(am::ccos(1.0), 0.5403023058681398, 1));
+static_assert(within_ulp(am::csin(-2.5), -0.5984721441039565, 1) && within_ulp(am::ccos(-2.5), -0.8011436155469337, 1));
+static_assert(within_ulp(am::csin(100.0), -0.5063656411097588, 1) && within_ulp(am::ccos(100.0), 0.8623188722876839, 1));
+static_assert(within_ulp(am::csin(65535.0), 0.9813275592311402, 1));
+static_assert(within_ulp(am::csin(1e8), 0.931639027109726, 1));
+static_assert(within_ulp(am::csin(0.5f), 0.47942555f, 1) && within_ulp(am::ccos(0.5f), 0.87758255f, 1));
+// next to a multiple of pi/2: 355 = 113 pi (almost) and pi/2 rounded, where the reduction's cancellation shows
+static_assert(within_ulp(am::csin(355.0), -3.014435335948845e-05, 1));
+static_assert(within_ulp(am::ccos(0x1.921fb54442d18p+0), 6.123233995736766e-17, 1));
+static_assert(am::signbit(am::csin(-0.0)) && am::csin(0.0) == 0.0 && am::ccos(-0.0) == 1.0);
+static_assert(am::isnan(am::csin(am::infinity<double>)) && am::isnan(am::ccos(-am::infinity<float>)));
+
 // ---------------------------------------------------------------------------------------------
 // Run-time sweeps against the C library.
 // ---------------------------------------------------------------------------------------------
@@ -284,6 +297,8 @@ ATTNX_REFERENCES(log)
 ATTNX_REFERENCES(tanh)
 ATTNX_REFERENCES(sqrt)
 ATTNX_REFERENCES(erf)
+ATTNX_REFERENCES(sin)
+ATTNX_REFERENCES(cos)
 #undef ATTNX_REFERENCES
 
 // Run-time calls of the c* kernels. The volatile read keeps the compiler from folding the whole
@@ -407,6 +422,45 @@ BOOST_AUTO_TEST_CASE(erf_ulp) {
   BOOST_TEST(sf.max_ulp_wide <= 1u);
 }
 
+BOOST_AUTO_TEST_CASE(sin_cos_ulp) {
+  sweep_stats<double> ss, sc;
+  auto chkd = [&](double x) {
+    ss.check(launder(x), am::csin<double>, ref_sin<double>, wide_sin<double>);
+    sc.check(launder(x), am::ccos<double>, ref_cos<double>, wide_cos<double>);
+  };
+  linear_sweep(-7.0, 7.0, 1'000'000, chkd);           // the first quadrants and their edges
+  linear_sweep(-70000.0, 70000.0, 1'000'000, chkd);   // positions x frequencies of position encodings
+  linear_sweep(-0x1p28, 0x1p28, 300'000, chkd);       // the whole domain
+  log_sweep<double>(-60, 28, 200'000, [&](double x) { chkd(x); chkd(-x); });
+  for (std::int64_t k = 1; k < 200000; k += 7) {      // next to multiples of pi/2
+    const double m = static_cast<double>(k) * 1.5707963267948966;
+    chkd(m), chkd(std::nextafter(m, 0.0)), chkd(std::nextafter(m, 1e300));
+  }
+  BOOST_TEST_MESSAGE(describe("csin<double>", ss));
+  BOOST_TEST_MESSAGE(describe("ccos<double>", sc));
+  BOOST_TEST(ss.max_ulp <= 1u);
+  BOOST_TEST(sc.max_ulp <= 1u);
+  BOOST_TEST(ss.max_ulp_wide <= 1u);
+  BOOST_TEST(sc.max_ulp_wide <= 1u);
+
+  sweep_stats<float> fs, fc;
+  auto chkf = [&](float x) {
+    fs.check(launder(x), am::csin<float>, ref_sin<float>, wide_sin<float>);
+    fc.check(launder(x), am::ccos<float>, ref_cos<float>, wide_cos<float>);
+  };
+  linear_sweep(-70000.0f, 70000.0f, 1'000'000, chkf);
+  log_sweep<float>(-30, 28, 200'000, [&](float x) { chkf(x); chkf(-x); });
+  BOOST_TEST_MESSAGE(describe("csin<float>", fs));
+  BOOST_TEST_MESSAGE(describe("ccos<float>", fc));
+  BOOST_TEST(fs.max_ulp <= 1u);
+  BOOST_TEST(fc.max_ulp <= 1u);
+  // outside the constant-evaluation domain, a run-time call is the C library's
+  for (double x : {0x1p28, -3.0e9, 1e300}) {
+    BOOST_TEST(am::csin(launder(x)) == std::sin(x));
+    BOOST_TEST(am::ccos(launder(x)) == std::cos(x));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sqrt_exact) {
   sweep_stats<double> sd;
   auto chkd = [&](double x) { sd.check(launder(x), am::csqrt<double>, ref_sqrt<double>, wide_sqrt<double>); };
@@ -506,6 +560,8 @@ BOOST_AUTO_TEST_CASE(dispatchers_at_run_time_are_the_c_library) {
     const double a = v < 0 ? -v : v;
     BOOST_TEST(std::bit_cast<std::uint64_t>(am::sqrt(a)) == std::bit_cast<std::uint64_t>(std::sqrt(a)));
     BOOST_TEST(std::bit_cast<std::uint64_t>(am::log(a)) == std::bit_cast<std::uint64_t>(std::log(a)));
+    BOOST_TEST(std::bit_cast<std::uint64_t>(am::sin(v)) == std::bit_cast<std::uint64_t>(std::sin(v)));
+    BOOST_TEST(std::bit_cast<std::uint64_t>(am::cos(v)) == std::bit_cast<std::uint64_t>(std::cos(v)));
   }
 }
 

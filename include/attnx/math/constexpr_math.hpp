@@ -1,4 +1,4 @@
-// attnx: portable constexpr maths (exp, expm1, sqrt, tanh, log, erf) for float and double.
+// attnx: portable constexpr maths (exp, expm1, sqrt, tanh, log, erf, sin, cos) for float and double.
 //
 // std::exp/std::sqrt are constant expressions only as a GCC extension, and even GCC refuses when the
 // result is subnormal or overflows; clang refuses always. The c* functions below are plain C++ that
@@ -7,8 +7,11 @@
 //   csqrt  correctly rounded, i.e. bit-identical to std::sqrt
 //   clog, cexpm1, ctanh   within 1 ulp of the correctly rounded value in every measurement so far
 //   cerf   within 3 ulp of std::erf (double; float: 1 ulp)
+//   csin, ccos  within 1 ulp of std::sin / std::cos for |x| < 2^28 (the argument reduction carries pi/2 to
+//          157 bits); a larger argument in a constant evaluation is a compile error (outside the domain), at
+//          run time it is answered by the C library
 //                         (tests/unit/test_constexpr_math.cpp prints the figures; float: exhaustive)
-// The unprefixed exp/sqrt/log/tanh/expm1/erf dispatch: c* inside a constant evaluation, std:: at run time.
+// The unprefixed exp/sqrt/log/tanh/expm1/erf/sin/cos dispatch: c* inside a constant evaluation, std:: at run time.
 //
 // Rules the code follows so that it stays a constant expression on every compiler:
 //   * never let an arithmetic operation produce inf or NaN (clang rejects that): special inputs and
@@ -341,6 +344,72 @@ constexpr double erf_f64(double x) noexcept {
   }
   return x < 0 ? -r : r;
 }
+
+// sin and cos. x = k pi/2 + r with |r| <= pi/4: pi/2 = c[0] + ... + c[4] (four 24-bit pieces and the rest, 157 bits),
+// k c[i] exact for k < 2^29, the differences accumulated as a double-double r = hi + lo. Then the Taylor series on
+// [-pi/4, pi/4] (19th / 20th degree: the next terms are below 2^-62), with the tail lo as a first-order correction.
+inline constexpr double pio2_parts[5] = {0x1.921fb6p+0, -0x1.777a5cp-25, -0x1.ee59dap-50, 0x1.98a2ep-77,
+                                         0x1.b839a252049c1p-104};
+inline constexpr double two_over_pi = 0x1.45f306dc9c883p-1;
+inline constexpr double trig_domain = 0x1p28;
+struct trig_reduced {
+  int quadrant;  // k mod 4
+  double hi, lo;
+};
+constexpr trig_reduced reduce_pio2(double x) noexcept {  // |x| < trig_domain
+  const double t = x * two_over_pi;
+  const auto k = static_cast<std::int64_t>(t < 0 ? t - 0.5 : t + 0.5);
+  const double kd = static_cast<double>(k);
+  dd acc{x, 0.0};
+  for (double c : pio2_parts) {
+    const dd s = two_sum(acc.hi, -kd * c);  // (kd c exact but for the last, tiny, piece)
+    acc = fast_two_sum(s.hi, s.lo + acc.lo);
+  }
+  return {static_cast<int>(k & 3), acc.hi, acc.lo};
+}
+// sin(hi + lo) and cos(hi + lo) for |hi| <= pi/4 (+ rounding), |lo| <= ulp(hi).
+constexpr double sin_kernel(double r, double rl) noexcept {
+  const double z = r * r;
+  double p = 0.0;  // sum_{n>=1} (-1)^n z^(n-1) / (2n+1)!, Horner from n = 9
+  for (int n = 9; n >= 1; --n) {
+    double f = 1.0;
+    for (int i = 2; i <= 2 * n + 1; ++i) f *= double(i);  // (2n+1)! (exact up to 18!; 19! rounds once)
+    p = p * z + ((n & 1) ? -1.0 : 1.0) / f;
+  }
+  return r + (r * z * p + rl * (1.0 - 0.5 * z));
+}
+constexpr double cos_kernel(double r, double rl) noexcept {
+  const dd z = two_prod(r, r);
+  double q = 0.0;  // sum_{n>=2} (-1)^n z^(n-2) / (2n)!, Horner from n = 10
+  for (int n = 10; n >= 2; --n) {
+    double f = 1.0;
+    for (int i = 2; i <= 2 * n; ++i) f *= double(i);
+    q = q * z.hi + ((n & 1) ? -1.0 : 1.0) / f;
+  }
+  const double hz = 0.5 * z.hi, w = 1.0 - hz;
+  const double corr = (1.0 - w) - hz;  // exact: 1 - hz = w + corr
+  return w + (corr + (z.hi * z.hi * q - 0.5 * z.lo - r * rl));
+}
+// Called only when a constant evaluation asks for sin/cos outside the domain: not constexpr, so the compiler
+// reports the call (its name is the message).
+inline double attnx_constexpr_sin_cos_argument_must_be_below_2_pow_28(double x) noexcept { return x; }
+template <bool Cos>
+constexpr double sin_cos_f64(double x) noexcept {
+  if (!math::isfinite(x)) return quiet_nan<double>;
+  const double a = x < 0 ? -x : x;
+  if (a < 0x1p-27) return Cos ? 1.0 : x;  // sin x = x - x^3/6 rounds to x; cos x = 1 - x^2/2 rounds to 1 (also +-0)
+  if (a >= trig_domain) {
+    if (std::is_constant_evaluated()) return attnx_constexpr_sin_cos_argument_must_be_below_2_pow_28(x);
+    return Cos ? std::cos(x) : std::sin(x);
+  }
+  const trig_reduced r = reduce_pio2(x);
+  switch ((r.quadrant + (Cos ? 1 : 0)) & 3) {  // cos x = sin(x + pi/2)
+    case 0: return sin_kernel(r.hi, r.lo);
+    case 1: return cos_kernel(r.hi, r.lo);
+    case 2: return -sin_kernel(r.hi, r.lo);
+    default: return -cos_kernel(r.hi, r.lo);
+  }
+}
 }  // namespace detail
 
 // --- constexpr implementations ---------------------------------------------------------------
@@ -410,6 +479,15 @@ constexpr T cerf(T x) noexcept {
   return static_cast<T>(detail::erf_f64(x));  // float: the double value rounded once (|erf| <= 1: in range)
 }
 
+template <ieee_float T>
+constexpr T csin(T x) noexcept {
+  return static_cast<T>(detail::sin_cos_f64<false>(x));  // float: the double value rounded once
+}
+template <ieee_float T>
+constexpr T ccos(T x) noexcept {
+  return static_cast<T>(detail::sin_cos_f64<true>(x));
+}
+
 // cexp(x) for x <= 0 or -inf, never NaN (softmax's exp(s - max)): the same value, cheaper to evaluate.
 template <ieee_float T>
 constexpr T cexp_nonpositive(T x) noexcept {
@@ -456,6 +534,18 @@ template <ieee_float T>
 constexpr T erf(T x) noexcept {
   if (std::is_constant_evaluated()) return cerf(x);
   return std::erf(x);
+}
+
+template <ieee_float T>
+constexpr T sin(T x) noexcept {
+  if (std::is_constant_evaluated()) return csin(x);
+  return std::sin(x);
+}
+
+template <ieee_float T>
+constexpr T cos(T x) noexcept {
+  if (std::is_constant_evaluated()) return ccos(x);
+  return std::cos(x);
 }
 
 }  // namespace attnx::math
