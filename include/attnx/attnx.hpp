@@ -23,6 +23,7 @@
 #include "attnx/expr/map.hpp"
 #include "attnx/expr/select.hpp"
 #include "attnx/expr/norm.hpp"
+#include "attnx/expr/position.hpp"
 #include "attnx/expr/slice.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/strided_operand.hpp"

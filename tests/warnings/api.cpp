@@ -381,6 +381,15 @@ void layers() {
   const auto y3 = pre.step(slice<0, 0, 2>(x), cache, 0);
   expect(std::isfinite(l1(0, 0) + l2(1, 1) + e(1, 1) + y1(4, 7) + y2(4, 7) + y3(1, 7)) && cache.length(0) == 2,
          "nn layers and transformer blocks");
+  // position encodings
+  nn::sinusoidal_encoding<float, 16, 8> pe;
+  tensor<float, seq<5>, d_model<8>> p1 = pe(x, 3) + sinusoidal_positions<float, 5, 8>() + sinusoidal_positions<float, 8>(5, 2);
+  tensor<float, seq<5>, d_model<8>> p2 = rotary(x, rope_style::half, 4) + rotary(x, rope_style::interleaved, 0, 500000.0);
+  multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1, .rope = rope_style::half}> rope_mha;
+  kv_cache<float, 1, 4> rope_cache(1, 8);
+  const tensor<float, seq<5>, d_model<8>> p3 = rope_mha(x, causal);
+  const auto p4 = rope_mha.step(slice<0, 0, 2>(x), rope_cache, 0);
+  expect(std::isfinite(p1(4, 7) + p2(4, 7) + p3(4, 7) + p4(1, 7)), "position encodings");
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/norm.hpp"
+#include "attnx/expr/position.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/select.hpp"
 #include "attnx/expr/slice.hpp"
@@ -536,6 +537,41 @@ struct evaluator<log_softmax_expr<A>> {
 
   evaluator<A> a;
   [[no_unique_address]] extent_value<SN> N;
+  storage<T, SN> buf;
+};
+
+// ---- row-wise: rotary position encoding -----------------------------------------------------------------
+// The L x D/2 table of cos and sin built once; row r is at position offset + r mod L (L: the axis before the last).
+template <class A>
+struct evaluator<rotary_expr<A>> {
+  using T = value_t<A>;
+  using S = shape_of_t<A>;
+  static constexpr std::size_t SN = S::cols;
+  constexpr explicit evaluator(const rotary_expr<A>& e)
+      : a(e.operand()), style(e.style()), N(dims_cols(dims_of(e.operand()))),
+        L(S::rank >= 2 ? dims_of(e.operand())[S::rank >= 2 ? S::rank - 2 : 0] : 1),
+        table(uninitialized, L * (N.value / 2) * 2), buf(uninitialized, N) {
+    const std::size_t h = N.value / 2;
+    if (style != rope_style::none)
+      for (std::size_t l = 0; l < L; ++l)
+        detail::rope_angles(e.offset() + l, N.value, e.base(), table.data() + 2 * l * h, table.data() + (2 * l + 1) * h);
+  }
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    T* x = buf.data();
+    const std::size_t n = N.value, h = n / 2;
+    for (std::size_t j = 0; j < n; ++j) x[j] = static_cast<T>(a.at(j));
+    if (style == rope_style::none || L == 0) return;
+    const std::size_t l = r % L;
+    detail::rope_rotate(x, n, table.data() + 2 * l * h, table.data() + (2 * l + 1) * h, style);
+  }
+  constexpr T at(std::size_t j) const { return buf.data()[j]; }
+
+  evaluator<A> a;
+  rope_style style;
+  [[no_unique_address]] extent_value<SN> N;
+  std::size_t L;
+  storage<T, dyn> table;  // per position: D/2 cos, then D/2 sin
   storage<T, SN> buf;
 };
 

@@ -4,6 +4,8 @@
 //                                        stores (Out, In): the loaders take the layout explicitly)
 //   nn::layer_norm<T, D>, nn::rms_norm<T, D>   weight (ones) and bias (zeros), eps
 //   nn::embedding<T, Vocab, D>           rows of a table by token id
+//   nn::sinusoidal_encoding<T, MaxLen, D>  x + the sinusoidal position table's rows offset .. offset + L - 1
+//                                        (rotary encoding is an option of multi_head_attention: mha_options::rope)
 //   nn::feed_forward<T, D, Hidden, Act, Gated, Bias>   down(act(up(x))), or the gated form (SwiGLU with silu):
 //                                        down(act(gate(x)) * up(x))
 // Each owns its parameters (tensors: a constexpr module when they are small), and operator() returns a lazy
@@ -12,6 +14,8 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -20,6 +24,7 @@
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/norm.hpp"
+#include "attnx/expr/position.hpp"
 #include "attnx/expr/slice.hpp"
 #include "attnx/modules/errors.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -149,6 +154,29 @@ struct embedding {
   template <class R>
   constexpr auto operator()(const R& ids) const {
     return index_select(weight, ids);
+  }
+};
+
+// ---- sinusoidal position encoding --------------------------------------------------------------------------
+// The table of sinusoidal_positions (MaxLen, D), computed once; operator()(x, offset) adds rows offset .. offset+L-1
+// to x (L, D) or (B, L, D) (broadcast over the batch). Positions past MaxLen throw std::out_of_range.
+template <class T, std::size_t MaxLen, std::size_t D>
+struct sinusoidal_encoding {
+  static constexpr std::size_t max_length = MaxLen, features = D;
+  tensor<T, MaxLen, D> table = sinusoidal_positions<T, MaxLen, D>();
+
+  template <expression X>
+  constexpr auto operator()(X&& x, std::size_t offset = 0) const {
+    return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(std::forward<X>(x), [this, offset](auto&& v) {
+      using input_shape = shape_of_t<decltype(v)>;
+      constexpr std::size_t rank = input_shape::rank;
+      const std::size_t len = rank >= 2 ? dims_of(v)[rank >= 2 ? rank - 2 : 0] : 1;
+      if (offset > MaxLen || len > MaxLen - offset)
+        throw std::out_of_range("attnx: nn::sinusoidal_encoding: the positions run past max_length: end " +
+                                std::to_string(offset > MaxLen ? offset : offset + len) + ", max_length " +
+                                std::to_string(MaxLen));
+      return std::forward<decltype(v)>(v) + slice<0>(table, offset, len);
+    });
   }
 };
 

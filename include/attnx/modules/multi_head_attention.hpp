@@ -24,6 +24,10 @@
 //   b_Q H*d_k               b_K H_kv*d_k               b_V H_kv*d_v               b_O d_model
 // (PyTorch's nn.Linear stores weight as out x in: transpose when loading, see io/safetensors.hpp.)
 //
+// Rotary position encoding (mha_options::rope = rope_style::interleaved or half, rope_base): each head's
+// projected query and key rows rotated by their position (expr/position.hpp) before the scores: positions
+// 0..L-1 in the forward pass (of the memory's keys too, in cross-attention), length(b)..length(b)+n-1 in step.
+//
 // Lifetimes: the module's call operator returns a lazy expression, following the ownership rule of
 // docs/design.md: it refers to the module's weights (the module must outlive it), to lvalue inputs
 // and to the memory of key_lengths(); rvalue inputs are moved into it. forward(...) evaluates at once.
@@ -31,6 +35,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <span>
 #include <stdexcept>
@@ -47,6 +52,7 @@
 #include "attnx/expr/evaluated.hpp"
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/heads.hpp"
+#include "attnx/expr/position.hpp"
 #include "attnx/modules/errors.hpp"
 #include "attnx/modules/kv_cache.hpp"
 #include "attnx/shape/shape.hpp"
@@ -159,6 +165,8 @@ struct mha_options {
   std::size_t d_v = 0;       // width of each value head; 0: d_model / heads
   std::size_t kv_heads = 0;  // key/value heads; 0: heads. Fewer: grouped-query attention; 1: multi-query
   bool bias = true;          // projections with biases (nn.Linear's default; seeds 000, 003) or without (seed 004)
+  rope_style rope = rope_style::none;  // rotary position encoding of the query and key heads, and its layout
+  std::size_t rope_base = 10000;       // RoPE's base (LLaMA 2: 10000; LLaMA 3: 500000)
 };
 
 // owned: the module holds its weights (tensors; a literal type when they are small, so a constexpr
@@ -447,9 +455,10 @@ class multi_head_attention {
     // x's rows as (B n, d_model), in place when x is a tensor or view, else evaluated once.
     const basic_tensor<T, SX> dense_x = x;
     const basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>> xr(dense_x.data(), nb * n);
-    const tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);
-    const tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
+    tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
+    tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
     const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
+    if constexpr (Opt.rope != rope_style::none) rotate_rows(q, k, cache, b0, nb, n);
     for (std::size_t b = 0; b < nb; ++b)
       cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
     tensor<T, dyn, heads * d_v> merged(nb * n);
@@ -461,6 +470,20 @@ class multi_head_attention {
     assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), nb * n), project(merged, w_o, b_o),
            ctx);
     return out;
+  }
+
+  // RoPE in step: item b's new rows are at positions length(b), ..., length(b) + n - 1 (before they are appended).
+  template <class Q, class K, class Cache>
+  static void rotate_rows(Q& q, K& k, const Cache& cache, std::size_t b0, std::size_t nb, std::size_t n) {
+    std::array<T, d_k / 2 + 1> c{}, s{};
+    for (std::size_t b = 0; b < nb; ++b)
+      for (std::size_t t = 0; t < n; ++t) {
+        detail::rope_angles(cache.length(b0 + b) + t, d_k, static_cast<double>(Opt.rope_base), c.data(), s.data());
+        T* qr = q.data() + (b * n + t) * heads * d_k;
+        T* kr = k.data() + (b * n + t) * kv_heads * d_k;
+        for (std::size_t h = 0; h < heads; ++h) detail::rope_rotate(qr + h * d_k, d_k, c.data(), s.data(), Opt.rope);
+        for (std::size_t h = 0; h < kv_heads; ++h) detail::rope_rotate(kr + h * d_k, d_k, c.data(), s.data(), Opt.rope);
+      }
   }
 
   // ---- compile-time rules on the inputs ----------------------------------------------------------
@@ -558,18 +581,26 @@ class multi_head_attention {
       return repeat_heads<group>(std::forward<E>(e));
     }
   }
+  template <class E>
+  static constexpr auto rotate(E&& e) {
+    if constexpr (Opt.rope == rope_style::none) {
+      return std::forward<E>(e);
+    } else {
+      return rotary(std::forward<E>(e), Opt.rope, 0, static_cast<double>(Opt.rope_base));
+    }
+  }
   template <class XQ, class XK, class XV, class... Masks>
   constexpr auto attend(XQ&& xq, XK&& xk, XV&& xv, Masks&&... masks) const {
-    auto q = split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q));
-    auto k = share_kv(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k)));
+    auto q = rotate(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
+    auto k = share_kv(rotate(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
     auto v = share_kv(split_heads<kv_heads>(project(std::forward<XV>(xv), w_v, b_v)));
     return project(evaluated_once(merge_heads(attention(std::move(q), std::move(k), std::move(v), std::forward<Masks>(masks)...))),
                    w_o, b_o);
   }
   template <class XQ, class XK, class... Masks>
   constexpr auto scores_of(XQ&& xq, XK&& xk, Masks&&... masks) const {
-    auto q = split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q));
-    auto k = share_kv(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k)));
+    auto q = rotate(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
+    auto k = share_kv(rotate(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
     return attention_weights(std::move(q), std::move(k), std::forward<Masks>(masks)...);
   }
 

@@ -113,6 +113,7 @@ template <class... Facts> struct concat_ranks_differ { static constexpr bool val
 template <class... Facts> struct concat_extents_differ { static constexpr bool value = false; };
 template <class... Facts> struct index_select_needs_a_matrix { static constexpr bool value = false; };
 template <class... Facts> struct reshape_sizes_differ { static constexpr bool value = false; };
+template <class... Facts> struct rotary_features_must_be_even { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;

@@ -1,0 +1,157 @@
+// attnx: position encodings. Sinusoidal (added to the embeddings: Vaswani et al.) and rotary (RoPE: the
+// query and key rows of each head rotated by their position; Su et al.).
+//
+//   sinusoidal_positions<T, L, D>(offset = 0, base = 10000)    a (L, D) tensor:
+//   sinusoidal_positions<T, D>(length, offset = 0, base)        PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i),
+//                                                               w_i = base^(-2i/D), p = offset + row
+//   rotary(x, style, offset = 0, base = 10000)                  x (..., L, D), D even: row l of every matrix is at
+//                                                               position offset + l; the pairs rotated by p w_i
+//
+// RoPE's two layouts of the pairs, both common in published weights (the style has no default, since either
+// silently gives a different model):
+//   rope_style::interleaved   (x[2i], x[2i+1])    RoFormer, GPT-J, Meta's LLaMA reference code
+//   rope_style::half          (x[i], x[i + D/2])  GPT-NeoX, Hugging Face LLaMA / Mistral / Qwen ("rotate_half")
+// and rope_style::none, the identity (so that a module can take the style as an option).
+//
+// Angles are computed in double (p w_i, then sin and cos, rounded to T once): PyTorch's float32 angles lose
+// about p * 2^-24 radians, 2.4e-4 at p = 4096. The rotary node computes the L x D/2 table once, when it is
+// evaluated (L sin and cos pairs per frequency), then rotates row by row; in a constant evaluation too.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/expr/expression.hpp"
+#include "attnx/expr/reduce.hpp"
+#include "attnx/math/constexpr_math.hpp"
+#include "attnx/shape/errors.hpp"
+#include "attnx/shape/shape.hpp"
+#include "attnx/tensor/tensor.hpp"
+
+namespace attnx {
+
+enum class rope_style { none, interleaved, half };
+
+namespace detail {
+// cos(p w_i) and sin(p w_i), i < d / 2, w_i = base^(-2i/d), into c[i] and s[i].
+template <class T>
+constexpr void rope_angles(std::size_t p, std::size_t d, double base, T* c, T* s) {
+  const double log_base = math::log(base);
+  for (std::size_t i = 0; 2 * i < d; ++i) {
+    const double a = static_cast<double>(p) * math::exp(-static_cast<double>(2 * i) / static_cast<double>(d) * log_base);
+    c[i] = static_cast<T>(math::cos(a));
+    s[i] = static_cast<T>(math::sin(a));
+  }
+}
+// x (d elements, d even) rotated in place by the angles of one position.
+template <class T>
+constexpr void rope_rotate(T* x, std::size_t d, const T* c, const T* s, rope_style style) {
+  const std::size_t h = d / 2;
+  for (std::size_t i = 0; i < h; ++i) {
+    const std::size_t a = style == rope_style::interleaved ? 2 * i : i;
+    const std::size_t b = style == rope_style::interleaved ? 2 * i + 1 : i + h;
+    const T x0 = x[a], x1 = x[b];
+    x[a] = x0 * c[i] - x1 * s[i];
+    x[b] = x0 * s[i] + x1 * c[i];
+  }
+}
+[[noreturn]] inline void throw_rotary_odd(std::size_t d) {
+  throw extent_error("attnx: rotary: the feature extent (the last axis) must be even: features " + std::to_string(d));
+}
+}  // namespace detail
+
+template <class A>
+class rotary_expr : public expression_tag {
+ public:
+  using value_type = value_t<A>;
+  using shape_type = shape_of_t<A>;
+  constexpr rotary_expr(A a, rope_style style, std::size_t offset, double base)
+      : a_(std::move(a)), style_(style), offset_(offset), base_(base) {}
+  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr rope_style style() const noexcept { return style_; }
+  constexpr std::size_t offset() const noexcept { return offset_; }
+  constexpr double base() const noexcept { return base_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+
+ private:
+  A a_;
+  rope_style style_;
+  std::size_t offset_;
+  double base_;
+};
+
+namespace rules {
+template <class S, bool Quiet = false>
+constexpr bool check_rotary() {
+  if constexpr (!check_row_op<S, Quiet>()) {
+    return false;
+  } else {
+    constexpr bool even = S::cols == dyn || S::cols % 2 == 0;
+    static_assert(Quiet || even || error::holds<error::rotary_features_must_be_even<error::features<S::cols>>>,
+                  "attnx: rotary: the feature extent (the last axis) must be even (pairs of features are rotated)");
+    return even;
+  }
+}
+}  // namespace rules
+
+template <expression A>
+constexpr auto rotary(A&& a, rope_style style, std::size_t offset = 0, double base = 10000.0) {
+  using shape_a = shape_of_t<A>;
+  constexpr bool ok = rules::check_rotary<shape_a, failed_v<A>>();
+  static_assert(std::is_floating_point_v<value_t<A>> || !ok, "attnx: rotary: the operand must be floating point");
+  if constexpr (!ok || failed_v<A>) {
+    return failed_expr<value_t<A>, shape_a>{};
+  } else {
+    if constexpr (shape_a::cols == dyn) {
+      const std::size_t d = dims_cols(dims_of(a));
+      if (d % 2 != 0) detail::throw_rotary_odd(d);
+    }
+    return rotary_expr<stored_t<A>>(store(std::forward<A>(a)), style, offset, base);
+  }
+}
+template <class A>
+  requires any_foreign<A>
+constexpr auto rotary(A&&, rope_style, std::size_t = 0, double = 10000.0) {
+  return foreign_arguments<A>();
+}
+
+// ---- sinusoidal ----------------------------------------------------------------------------------------
+namespace detail {
+template <class T, class S>
+constexpr void fill_sinusoidal(basic_tensor<T, S>& t, std::size_t offset, double base) {
+  const std::size_t rows = t.dims()[0], d = S::cols;
+  const double log_base = math::log(base);
+  for (std::size_t i = 0; i < d; i += 2) {
+    const double w = math::exp(-static_cast<double>(i) / static_cast<double>(d) * log_base);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double a = static_cast<double>(offset + r) * w;
+      t.data()[r * d + i] = static_cast<T>(math::sin(a));
+      if (i + 1 < d) t.data()[r * d + i + 1] = static_cast<T>(math::cos(a));
+    }
+  }
+}
+}  // namespace detail
+
+template <class T, std::size_t L, std::size_t D>
+constexpr auto sinusoidal_positions(std::size_t offset = 0, double base = 10000.0) {
+  static_assert(L != dyn, "attnx: sinusoidal_positions<T, L, D>: L must be static; for a run-time length use "
+                          "sinusoidal_positions<T, D>(length, offset)");
+  static_assert(std::is_floating_point_v<T>, "attnx: sinusoidal_positions: T must be floating point");
+  basic_tensor<T, shape<axis<anon, L>, axis<anon, D>>> t(uninitialized);
+  detail::fill_sinusoidal(t, offset, base);
+  return t;
+}
+template <class T, std::size_t D>
+constexpr auto sinusoidal_positions(std::size_t length, std::size_t offset = 0, double base = 10000.0) {
+  static_assert(std::is_floating_point_v<T>, "attnx: sinusoidal_positions: T must be floating point");
+  basic_tensor<T, shape<axis<anon, dyn>, axis<anon, D>>> t(uninitialized, length);
+  detail::fill_sinusoidal(t, offset, base);
+  return t;
+}
+
+}  // namespace attnx

@@ -1,0 +1,269 @@
+#define BOOST_TEST_MODULE position
+#include <boost/test/unit_test.hpp>
+
+#include <attnx/attnx.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <vector>
+
+#include "naive.hpp"
+
+// Position encodings: sinusoidal_positions and nn::sinusoidal_encoding against the formula written out with
+// std::sin / std::cos / std::pow; rotary (both layouts) against pairs rotated by hand; RoPE's defining property
+// (a query-key dot product depends only on the distance of the positions); multi_head_attention with
+// mha_options::rope against a double-loop model, and its step through a KV cache against the forward pass.
+
+using namespace attnx;
+using naive::mat;
+
+namespace {
+
+// The pairs of RoPE, written out: interleaved (2i, 2i+1), half (i, i + d/2); angle p * base^(-2i/d).
+void rotate_ref(double* x, std::size_t d, std::size_t p, rope_style style, double base = 10000) {
+  for (std::size_t i = 0; i < d / 2; ++i) {
+    const double a = double(p) * std::pow(base, -double(2 * i) / double(d));
+    const std::size_t u = style == rope_style::interleaved ? 2 * i : i;
+    const std::size_t w = style == rope_style::interleaved ? 2 * i + 1 : i + d / 2;
+    const double x0 = x[u], x1 = x[w];
+    x[u] = x0 * std::cos(a) - x1 * std::sin(a);
+    x[w] = x0 * std::sin(a) + x1 * std::cos(a);
+  }
+}
+
+template <class Tn>
+void fill_from(Tn& t, const mat& m) {
+  for (std::size_t i = 0; i < m.size(); ++i) t.data()[i] = static_cast<typename Tn::value_type>(m[i]);
+}
+
+}  // namespace
+
+// ---- sinusoidal ------------------------------------------------------------------------------------------
+BOOST_AUTO_TEST_CASE(sinusoidal_table) {
+  constexpr std::size_t L = 9, D = 7;  // (an odd D: the last column is a sine)
+  const auto pe = sinusoidal_positions<double, L, D>(3);
+  for (std::size_t p = 0; p < L; ++p)
+    for (std::size_t j = 0; j < D; ++j) {
+      const double a = double(p + 3) / std::pow(10000.0, double(j - j % 2) / double(D));
+      BOOST_TEST(std::abs(pe(p, j) - (j % 2 == 0 ? std::sin(a) : std::cos(a))) < 1e-15, p << ", " << j);
+    }
+  const auto dynpe = sinusoidal_positions<float, D>(L + 3);  // run-time length, from position 0
+  BOOST_TEST(dynpe.dims()[0] == L + 3);
+  for (std::size_t p = 0; p < L; ++p)
+    for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(double(dynpe(p + 3, j)) - pe(p, j)) < 1e-6);
+}
+// at compile time: PE[1] = (sin 1, cos 1, sin(1/100), cos(1/100)) for D = 4
+static_assert([] {
+  constexpr auto pe = sinusoidal_positions<double, 2, 4>();
+  const double want[4] = {0.8414709848078965, 0.5403023058681398, 0.009999833334166664, 0.9999500004166653};
+  for (std::size_t j = 0; j < 4; ++j) {
+    const double d = pe(1, j) - want[j];
+    if (d > 1e-15 || d < -1e-15 || pe(0, j) != (j % 2 == 0 ? 0.0 : 1.0)) return false;
+  }
+  return true;
+}());
+
+BOOST_AUTO_TEST_CASE(sinusoidal_module) {
+  nn::sinusoidal_encoding<float, 16, 6> enc;
+  tensor<float, 2, 5, 6> x;
+  fill_from(x, naive::random(60, 3));
+  const tensor<float, 2, 5, 6> y = enc(x, 4);
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t l = 0; l < 5; ++l)
+      for (std::size_t j = 0; j < 6; ++j) {
+        const double a = double(l + 4) / std::pow(10000.0, double(j - j % 2) / 6.0);
+        const double want = double(x(b, l, j)) + (j % 2 == 0 ? std::sin(a) : std::cos(a));
+        BOOST_TEST(std::abs(double(y(b, l, j)) - want) < 1e-6);
+      }
+  BOOST_CHECK_NO_THROW(enc(x, 11));  // positions 11..15: the last ones
+  BOOST_CHECK_THROW(enc(x, 12), std::out_of_range);
+  try {
+    (void)enc(x, 12);
+  } catch (const std::out_of_range& e) {
+    BOOST_TEST(std::string(e.what()) == "attnx: nn::sinusoidal_encoding: the positions run past max_length: end 17, max_length 16");
+  }
+}
+
+// ---- rotary ----------------------------------------------------------------------------------------------
+template <rope_style Style>
+void rotary_case() {
+  constexpr std::size_t B = 2, H = 3, L = 5, D = 8;
+  const mat xs = naive::random(B * H * L * D, 7);
+  tensor<double, B, H, L, D> x;
+  fill_from(x, xs);
+  const tensor<double, B, H, L, D> y = rotary(x, Style, 2);
+  mat want = xs;
+  for (std::size_t r = 0; r < B * H * L; ++r) rotate_ref(want.data() + r * D, D, 2 + r % L, Style);
+  double err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(y.data()[i] - want[i]));
+  BOOST_TEST(err < 1e-15);
+  // float, and a base of 500000 (LLaMA 3)
+  tensor<float, L, D> xf;
+  fill_from(xf, mat(xs.begin(), xs.begin() + L * D));
+  const tensor<float, L, D> yf = rotary(xf, Style, 0, 500000.0);
+  mat wf(xs.begin(), xs.begin() + L * D);
+  for (std::size_t l = 0; l < L; ++l) rotate_ref(wf.data() + l * D, D, l, Style, 500000.0);
+  for (std::size_t i = 0; i < L * D; ++i) BOOST_TEST(std::abs(double(yf.data()[i]) - wf[i]) < 1e-6);
+}
+BOOST_AUTO_TEST_CASE(rotary_interleaved) { rotary_case<rope_style::interleaved>(); }
+BOOST_AUTO_TEST_CASE(rotary_half) { rotary_case<rope_style::half>(); }
+
+BOOST_AUTO_TEST_CASE(rotary_scores_depend_on_the_distance_only) {
+  // q at position p and k at position p - t: the same dot product for every p
+  constexpr std::size_t D = 16, L = 40;
+  const mat qs = naive::random(D, 1), ks = naive::random(D, 2);
+  tensor<double, L, D> q, k;
+  for (std::size_t l = 0; l < L; ++l)
+    for (std::size_t j = 0; j < D; ++j) q(l, j) = qs[j], k(l, j) = ks[j];
+  for (rope_style style : {rope_style::interleaved, rope_style::half}) {
+    const tensor<double, L, D> rq = rotary(q, style), rk = rotary(k, style);
+    for (std::size_t t : {0u, 1u, 7u}) {
+      auto dot = [&](std::size_t p) {
+        double s = 0;
+        for (std::size_t j = 0; j < D; ++j) s += rq(p, j) * rk(p - t, j);
+        return s;
+      };
+      for (std::size_t p = t + 1; p < L; ++p) BOOST_TEST(std::abs(dot(p) - dot(t)) < 1e-13);
+    }
+    // norms kept
+    double n0 = 0, n1 = 0;
+    for (std::size_t j = 0; j < D; ++j) n0 += qs[j] * qs[j], n1 += rq(L - 1, j) * rq(L - 1, j);
+    BOOST_TEST(std::abs(n0 - n1) < 1e-13);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rotary_special_cases) {
+  tensor<double, 3, 4> x{{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}};
+  const tensor<double, 3, 4> same = rotary(x, rope_style::none, 5);
+  for (std::size_t i = 0; i < 12; ++i) BOOST_TEST(same.data()[i] == x.data()[i]);
+  const tensor<double, 3, 4> first = rotary(x, rope_style::half);
+  for (std::size_t j = 0; j < 4; ++j) BOOST_TEST(first(0, j) == x(0, j));  // position 0: the identity
+  // a run-time feature extent must be even
+  tensor<double, 2, dyn> odd(2, 5);
+  BOOST_CHECK_THROW((void)rotary(odd, rope_style::half), extent_error);
+  try {
+    (void)rotary(odd, rope_style::half);
+  } catch (const extent_error& e) {
+    BOOST_TEST(std::string(e.what()) == "attnx: rotary: the feature extent (the last axis) must be even: features 5");
+  }
+  // NaN stays in its pair
+  x(1, 0) = std::numeric_limits<double>::quiet_NaN();
+  const tensor<double, 3, 4> r = rotary(x, rope_style::interleaved);
+  BOOST_TEST((std::isnan(r(1, 0)) && std::isnan(r(1, 1)) && !std::isnan(r(1, 2)) && !std::isnan(r(0, 0))));
+}
+
+// at compile time: (1, 0) at position 1 with D = 2 is (cos 1, sin 1); in the half layout, pairs (0, 2), (1, 3)
+static_assert([] {
+  tensor<double, 2, 2> x{{1, 0}, {1, 0}};
+  const tensor<double, 2, 2> y = rotary(x, rope_style::interleaved);
+  const double d0 = y(1, 0) - 0.5403023058681398, d1 = y(1, 1) - 0.8414709848078965;
+  tensor<double, 2, 4> h{{0, 0, 0, 0}, {1, 0, 0, 0}};
+  const tensor<double, 2, 4> yh = rotary(h, rope_style::half);
+  const double e0 = yh(1, 0) - 0.5403023058681398, e2 = yh(1, 2) - 0.8414709848078965;
+  return y(0, 0) == 1 && y(0, 1) == 0 && d0 < 1e-15 && d0 > -1e-15 && d1 < 1e-15 && d1 > -1e-15 && e0 < 1e-15 &&
+         e0 > -1e-15 && e2 < 1e-15 && e2 > -1e-15 && yh(1, 1) == 0 && yh(1, 3) == 0;
+}());
+
+// ---- multi_head_attention with RoPE ------------------------------------------------------------------------
+template <rope_style Style>
+void mha_rope_case() {
+  constexpr std::size_t B = 2, L = 6, Dm = 16, H = 4, Hkv = 2, d = Dm / H;
+  using mha_t = multi_head_attention<double, Dm, H, mha_options{.kv_heads = Hkv, .bias = false, .rope = Style}>;
+  const mat wq = naive::random(Dm * H * d, 11), wk = naive::random(Dm * Hkv * d, 12), wv = naive::random(Dm * Hkv * d, 13),
+            wo = naive::random(H * d * Dm, 14), xs = naive::random(B * L * Dm, 15, -2, 2);
+  tensor<double, Dm, H * d> WQ;
+  tensor<double, Dm, Hkv * d> WK, WV;
+  tensor<double, H * d, Dm> WO;
+  fill_from(WQ, wq), fill_from(WK, wk), fill_from(WV, wv), fill_from(WO, wo);
+  const mha_t mha(WQ, WK, WV, WO);
+  tensor<double, B, L, Dm> x;
+  fill_from(x, xs);
+  const tensor<double, B, L, Dm> y = mha(x, causal);
+
+  // the reference: project, rotate each head's rows by their position, causal attention, W_O
+  mat want(B * L * Dm);
+  for (std::size_t b = 0; b < B; ++b) {
+    const mat xb(xs.begin() + long(b * L * Dm), xs.begin() + long((b + 1) * L * Dm));
+    mat q = naive::matmul(xb, wq, L, Dm, H * d), k = naive::matmul(xb, wk, L, Dm, Hkv * d);
+    const mat v = naive::matmul(xb, wv, L, Dm, Hkv * d);
+    for (std::size_t l = 0; l < L; ++l) {
+      for (std::size_t h = 0; h < H; ++h) rotate_ref(q.data() + l * H * d + h * d, d, l, Style);
+      for (std::size_t h = 0; h < Hkv; ++h) rotate_ref(k.data() + l * Hkv * d + h * d, d, l, Style);
+    }
+    mat merged(L * H * d);
+    for (std::size_t h = 0; h < H; ++h) {
+      mat qh(L * d), kh(L * d), vh(L * d);
+      for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t c = 0; c < d; ++c) {
+          qh[l * d + c] = q[l * H * d + h * d + c];
+          kh[l * d + c] = k[l * Hkv * d + (h / (H / Hkv)) * d + c];
+          vh[l * d + c] = v[l * Hkv * d + (h / (H / Hkv)) * d + c];
+        }
+      const mat oh = naive::attention(qh, kh, vh, L, L, d, d, [](std::size_t i, std::size_t j) { return j <= i; });
+      for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t c = 0; c < d; ++c) merged[l * H * d + h * d + c] = oh[l * d + c];
+    }
+    const mat yb = naive::matmul(merged, wo, L, H * d, Dm);
+    std::copy(yb.begin(), yb.end(), want.begin() + long(b * L * Dm));
+  }
+  double err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(y.data()[i] - want[i]));
+  BOOST_TEST_MESSAGE("mha with rope: " << err);
+  BOOST_TEST(err < 1e-13);
+  // without the rotation the output differs (the test would notice a module that ignored the option)
+  const multi_head_attention<double, Dm, H, mha_options{.kv_heads = Hkv, .bias = false}> plain(WQ, WK, WV, WO);
+  const tensor<double, B, L, Dm> y0 = plain(x, causal);
+  double diff = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) diff = std::max(diff, std::abs(y0.data()[i] - want[i]));
+  BOOST_TEST(diff > 1e-3);
+
+  // decoding: item 0 token by token, item 1 in chunks (different lengths at every step), the forward's rows
+  kv_cache<double, Hkv, d> cache(B, L);
+  std::size_t at[2] = {0, 0};
+  const std::size_t chunks[2][4] = {{1, 1, 1, 3}, {3, 2, 1, 0}};
+  for (std::size_t s = 0; s < 4; ++s)
+    for (std::size_t b = 0; b < B; ++b) {
+      const std::size_t n = chunks[b][s];
+      if (n == 0) continue;
+      tensor<double, dyn, Dm> rows(n);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < Dm; ++j) rows(i, j) = x(b, at[b] + i, j);
+      const tensor<double, dyn, Dm> out = mha.step(rows, cache, b);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < Dm; ++j) BOOST_TEST(std::abs(out(i, j) - y(b, at[b] + i, j)) < 1e-12);
+      at[b] += n;
+    }
+  BOOST_TEST(cache.length(0) == L);
+  BOOST_TEST(cache.length(1) == L);
+}
+BOOST_AUTO_TEST_CASE(mha_rope_interleaved) { mha_rope_case<rope_style::interleaved>(); }
+BOOST_AUTO_TEST_CASE(mha_rope_half) { mha_rope_case<rope_style::half>(); }
+
+// float: the fused kernel reads the rotated heads
+BOOST_AUTO_TEST_CASE(mha_rope_float_matches_double) {
+  constexpr std::size_t L = 33, Dm = 64, H = 4;
+  constexpr mha_options opt{.rope = rope_style::half};
+  const mat w = naive::random(4 * Dm * Dm + 4 * Dm, 21, -0.3, 0.3), xs = naive::random(L * Dm, 22);
+  multi_head_attention<float, Dm, H, opt> mf;
+  multi_head_attention<double, Dm, H, opt> md;
+  fill_from(mf.w_q, mat(w.begin(), w.begin() + Dm * Dm));
+  fill_from(md.w_q, mat(w.begin(), w.begin() + Dm * Dm));
+  fill_from(mf.w_k, mat(w.begin() + Dm * Dm, w.begin() + 2 * Dm * Dm));
+  fill_from(md.w_k, mat(w.begin() + Dm * Dm, w.begin() + 2 * Dm * Dm));
+  fill_from(mf.w_v, mat(w.begin() + 2 * Dm * Dm, w.begin() + 3 * Dm * Dm));
+  fill_from(md.w_v, mat(w.begin() + 2 * Dm * Dm, w.begin() + 3 * Dm * Dm));
+  fill_from(mf.w_o, mat(w.begin() + 3 * Dm * Dm, w.begin() + 4 * Dm * Dm));
+  fill_from(md.w_o, mat(w.begin() + 3 * Dm * Dm, w.begin() + 4 * Dm * Dm));
+  tensor<float, L, Dm> xf;
+  tensor<double, L, Dm> xd;
+  fill_from(xf, xs), fill_from(xd, xs);
+  const auto runs = default_context().fused_runs();
+  const tensor<float, L, Dm> yf = mf(xf, causal);
+  BOOST_TEST(default_context().fused_runs() == runs + 1);  // the rotated heads go through the fused kernel
+  const tensor<double, L, Dm> yd = md(xd, causal);
+  double err = 0;
+  for (std::size_t i = 0; i < L * Dm; ++i) err = std::max(err, std::abs(double(yf.data()[i]) - yd.data()[i]));
+  BOOST_TEST_MESSAGE("float mha with rope vs double: " << err);
+  BOOST_TEST(err < 2e-5);
+}
