@@ -58,28 +58,38 @@ mat values(const Tn& t) {
   return mat(t.data(), t.data() + t.numel());
 }
 
-// One sequence (L, D) through causal multi-head self-attention with biases (the module's weights).
-template <class M>
-mat mha_reference(const M& m, const mat& x, std::size_t L) {
+// Multi-head attention with biases (the module's weights): queries from xq (Lq, D), keys and values from xk (Lk, D),
+// allowed(i, j).
+template <class M, class Allowed>
+mat mha_reference(const M& m, const mat& xq, std::size_t Lq, const mat& xk, std::size_t Lk, Allowed allowed) {
   constexpr std::size_t D = M::d_model, H = M::heads, d = M::d_k;
-  const mat q = add_row(naive::matmul(x, values(m.w_q), L, D, H * d), values(m.b_q));
-  const mat k = add_row(naive::matmul(x, values(m.w_k), L, D, H * d), values(m.b_k));
-  const mat v = add_row(naive::matmul(x, values(m.w_v), L, D, H * d), values(m.b_v));
-  mat merged(L * H * d);
+  const mat q = add_row(naive::matmul(xq, values(m.w_q), Lq, D, H * d), values(m.b_q));
+  const mat k = add_row(naive::matmul(xk, values(m.w_k), Lk, D, H * d), values(m.b_k));
+  const mat v = add_row(naive::matmul(xk, values(m.w_v), Lk, D, H * d), values(m.b_v));
+  mat merged(Lq * H * d);
   for (std::size_t h = 0; h < H; ++h) {
-    mat qh(L * d), kh(L * d), vh(L * d);
-    for (std::size_t l = 0; l < L; ++l)
-      for (std::size_t c = 0; c < d; ++c)
-        qh[l * d + c] = q[l * H * d + h * d + c], kh[l * d + c] = k[l * H * d + h * d + c], vh[l * d + c] = v[l * H * d + h * d + c];
-    const mat o = naive::attention(qh, kh, vh, L, L, d, d, [](std::size_t i, std::size_t j) { return j <= i; });
-    for (std::size_t l = 0; l < L; ++l)
+    mat qh(Lq * d), kh(Lk * d), vh(Lk * d);
+    for (std::size_t l = 0; l < Lq; ++l)
+      for (std::size_t c = 0; c < d; ++c) qh[l * d + c] = q[l * H * d + h * d + c];
+    for (std::size_t l = 0; l < Lk; ++l)
+      for (std::size_t c = 0; c < d; ++c) kh[l * d + c] = k[l * H * d + h * d + c], vh[l * d + c] = v[l * H * d + h * d + c];
+    const mat o = naive::attention(qh, kh, vh, Lq, Lk, d, d, allowed);
+    for (std::size_t l = 0; l < Lq; ++l)
       for (std::size_t c = 0; c < d; ++c) merged[l * H * d + h * d + c] = o[l * d + c];
   }
-  return add_row(naive::matmul(merged, values(m.w_o), L, H * d, D), values(m.b_o));
+  return add_row(naive::matmul(merged, values(m.w_o), Lq, H * d, D), values(m.b_o));
+}
+// One sequence (L, D) through causal multi-head self-attention.
+template <class M>
+mat mha_reference(const M& m, const mat& x, std::size_t L) {
+  return mha_reference(m, x, L, x, L, [](std::size_t i, std::size_t j) { return j <= i; });
 }
 
-template <class Block>
-mat block_reference(const Block& blk, const mat& x, std::size_t L) {
+// A block (gelu) over one sequence x (L, D): self-attention with self_allowed(i, j); with cross-attention, over the
+// memory mem (Lm, D) with cross_allowed(i, j).
+template <class Block, class SelfAllowed, class CrossAllowed>
+mat block_reference(const Block& blk, const mat& x, std::size_t L, SelfAllowed self_allowed, const mat& mem, std::size_t Lm,
+                    CrossAllowed cross_allowed) {
   constexpr std::size_t D = Block::d_model, Hid = Block::hidden;
   const auto ln = [&](const auto& n, const mat& a) { return layer_norm_rows(a, D, values(n.weight), values(n.bias)); };
   const auto mlp = [&](const mat& a) {
@@ -91,13 +101,25 @@ mat block_reference(const Block& blk, const mat& x, std::size_t L) {
     for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
     return a;
   };
+  const auto self = [&](const mat& a) { return mha_reference(blk.attn, a, L, a, L, self_allowed); };
+  const auto cross = [&](const mat& a) {
+    if constexpr (Block::cross_attention) return mha_reference(blk.cross_attn, a, L, mem, Lm, cross_allowed);
+    else return mat(a.size(), 0.0);
+  };
   if constexpr (Block::norm == nn::norm_position::pre) {
-    const mat h = plus(x, mha_reference(blk.attn, ln(blk.ln_1, x), L));
+    mat h = plus(x, self(ln(blk.ln_1, x)));
+    if constexpr (Block::cross_attention) h = plus(h, cross(ln(blk.ln_x, h)));
     return plus(h, mlp(ln(blk.ln_2, h)));
   } else {
-    const mat h = ln(blk.ln_1, plus(x, mha_reference(blk.attn, x, L)));
+    mat h = ln(blk.ln_1, plus(x, self(x)));
+    if constexpr (Block::cross_attention) h = ln(blk.ln_x, plus(h, cross(h)));
     return ln(blk.ln_2, plus(h, mlp(h)));
   }
+}
+template <class Block>
+mat block_reference(const Block& blk, const mat& x, std::size_t L) {
+  const auto causal_ij = [](std::size_t i, std::size_t j) { return j <= i; };
+  return block_reference(blk, x, L, causal_ij, mat{}, 0, causal_ij);
 }
 
 template <class Block>
@@ -106,6 +128,11 @@ constexpr void fill_block(Block& b) {
   fill(b.attn.b_q, 5), fill(b.attn.b_k, 6), fill(b.attn.b_v, 7), fill(b.attn.b_o, 8);
   fill(b.ln_1.weight, 9, 1, 1), fill(b.ln_1.bias, 10), fill(b.ln_2.weight, 11, 1, 1), fill(b.ln_2.bias, 12);
   fill(b.mlp.up.weight, 13), fill(b.mlp.up.bias, 14), fill(b.mlp.down.weight, 15), fill(b.mlp.down.bias, 16);
+  if constexpr (Block::cross_attention) {
+    fill(b.cross_attn.w_q, 17), fill(b.cross_attn.w_k, 18), fill(b.cross_attn.w_v, 19), fill(b.cross_attn.w_o, 20);
+    fill(b.cross_attn.b_q, 21), fill(b.cross_attn.b_k, 22), fill(b.cross_attn.b_v, 23), fill(b.cross_attn.b_o, 24);
+    fill(b.ln_x.weight, 25, 1, 1), fill(b.ln_x.bias, 26);
+  }
 }
 
 double max_abs_diff(const double* a, const mat& b) {
@@ -196,6 +223,61 @@ void block_case() {
 }
 BOOST_AUTO_TEST_CASE(transformer_block_pre_norm) { block_case<nn::norm_position::pre>(); }
 BOOST_AUTO_TEST_CASE(transformer_block_post_norm) { block_case<nn::norm_position::post>(); }
+
+// An encoder-decoder pair: the encoder (post-norm) over a batch whose items have 5 and 3 tokens (key_lengths), the
+// decoder (cross-attention) reading its output with the same lengths; both against the loops, item by item.
+// Then the decoder stepped token by token with each item's memory cut to its length gives forward's rows.
+template <nn::norm_position Norm>
+void encoder_decoder_case() {
+  constexpr std::size_t B = 2, Ls = 5, Lt = 4, D = 16, H = 4, Hid = 24;
+  nn::transformer_block<double, D, H, Hid, nn::activation::gelu, nn::norm_position::post> enc;
+  nn::transformer_block<double, D, H, Hid, nn::activation::gelu, Norm, mha_options{}, true> dec;
+  fill_block(enc);
+  fill_block(dec);
+  const mat src = naive::random(B * Ls * D, 31, -2, 2), tgt = naive::random(B * Lt * D, 32, -2, 2);
+  tensor<double, B, Ls, D> xs;
+  tensor<double, B, Lt, D> xt;
+  for (std::size_t i = 0; i < src.size(); ++i) xs.data()[i] = src[i];
+  for (std::size_t i = 0; i < tgt.size(); ++i) xt.data()[i] = tgt[i];
+  const std::vector<std::size_t> lens{5, 3};
+  const auto memory = enc.forward(xs, key_lengths(lens));
+  const auto y = dec.forward(xt, nn::cross(memory, key_lengths(lens)), causal);
+  double err_enc = 0, err_dec = 0;
+  for (std::size_t b = 0; b < B; ++b) {
+    const auto padded = [&](std::size_t, std::size_t j) { return j < lens[b]; };
+    const mat xb(src.begin() + long(b * Ls * D), src.begin() + long((b + 1) * Ls * D));
+    const mat mb = block_reference(enc, xb, Ls, padded, mat{}, 0, padded);
+    err_enc = std::max(err_enc, max_abs_diff(memory.data() + b * Ls * D, mb));
+    const mat tb(tgt.begin() + long(b * Lt * D), tgt.begin() + long((b + 1) * Lt * D));
+    const mat yb = block_reference(dec, tb, Lt, [](std::size_t i, std::size_t j) { return j <= i; }, mb, Ls, padded);
+    err_dec = std::max(err_dec, max_abs_diff(y.data() + b * Lt * D, yb));
+  }
+  BOOST_TEST_MESSAGE("encoder with padding: " << err_enc << ", decoder with cross-attention: " << err_dec);
+  BOOST_TEST(err_enc < 1e-12);
+  BOOST_TEST(err_dec < 1e-12);
+  // the padded keys matter: without the lengths the encoder's item 1 differs
+  const auto unpadded = enc.forward(xs);
+  BOOST_TEST(std::abs(unpadded(1, 0, 0) - memory(1, 0, 0)) > 1e-6);
+
+  kv_cache<double, H, D / H> cache(B, Lt);
+  for (std::size_t t = 0; t < Lt; ++t)
+    for (std::size_t b = 0; b < B; ++b) {
+      const view<const double, dyn, D> mem_b(memory.data() + b * Ls * D, lens[b]);  // item b's memory, its length
+      tensor<double, dyn, D> row(1);
+      for (std::size_t j = 0; j < D; ++j) row(0, j) = xt(b, t, j);
+      const tensor<double, dyn, D> out = dec.step(row, cache, nn::cross(mem_b), b);
+      for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(out(0, j) - y(b, t, j)) < 1e-12);
+    }
+  // the whole batch at once, the memory with its masks
+  kv_cache<double, H, D / H> cache2(B, Lt);
+  const tensor<double, B, 2, D> two = slice<1, 0, 2>(xt);
+  const tensor<double, B, 2, D> out2 = dec.step(two, cache2, nn::cross(memory, key_lengths(lens)));
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < 2; ++t)
+      for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(out2(b, t, j) - y(b, t, j)) < 1e-12);
+}
+BOOST_AUTO_TEST_CASE(encoder_decoder_pre_norm) { encoder_decoder_case<nn::norm_position::pre>(); }
+BOOST_AUTO_TEST_CASE(encoder_decoder_post_norm) { encoder_decoder_case<nn::norm_position::post>(); }
 
 // 3. A block verified at compile time: d_model 4, 2 heads, hidden 8, causal, L = 3, every element against
 // scripts/block_reference.py (plain Python loops).

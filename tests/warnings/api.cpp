@@ -390,6 +390,13 @@ void layers() {
   const tensor<float, seq<5>, d_model<8>> p3 = rope_mha(x, causal);
   const auto p4 = rope_mha.step(slice<0, 0, 2>(x), rope_cache, 0);
   expect(std::isfinite(p1(4, 7) + p2(4, 7) + p3(4, 7) + p4(1, 7)), "position encodings");
+  // an encoder-decoder: cross-attention over the encoder's output, forward and step
+  nn::transformer_block<float, 8, 2, 16, nn::activation::gelu, nn::norm_position::pre, mha_options{}, true> dec;
+  const auto mem = post.forward(ramp<tensor<float, seq<7>, d_model<8>>>(0.02));
+  kv_cache<float, 2, 4> dec_cache(1, 8);
+  const auto c1 = dec.forward(x, nn::cross(mem), causal);
+  const auto c2 = dec.step(slice<0, 0, 2>(x), dec_cache, nn::cross(mem), 0);
+  expect(std::isfinite(c1(4, 7) + c2(1, 7)), "cross-attention");
 }
 
 }  // namespace

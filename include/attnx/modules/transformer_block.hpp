@@ -8,10 +8,18 @@
 // step(x, cache[, b]) decodes with a KV cache (multi_head_attention::step: causal within each item's own
 // length), so stepping token by token gives the rows of forward(x, causal). Both return evaluated tensors:
 // each residual stream is read twice (the residual and the normalised branch), so it is computed once.
-// Cross-attention (a decoder reading an encoder's memory) is not part of this block yet.
+//
+// Cross-attention (CrossAttention = true: a decoder reading an encoder's output, the memory) adds a third
+// sub-layer between the two, with its own layer norm ln_x:
+//   pre-norm:   h = x + attn(ln_1(x), masks...);  h = h + cross_attn(ln_x(h), m, memory masks...);  y = h + mlp(ln_2(h))
+//   post-norm:  h = ln_1(x + attn(x, masks...));  h = ln_x(h + cross_attn(h, m, memory masks...));  y = ln_2(h + mlp(h))
+// The memory and its masks travel together: forward(x, nn::cross(memory, key_lengths(src)), causal) and
+// step(x, cache, nn::cross(memory)[, b]) (with a batch item b, memory is that item's (L_m, D)). cross_attn has the
+// block's heads and options without RoPE. In step the memory's keys and values are projected at every call.
 #pragma once
 
 #include <cstddef>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -25,55 +33,150 @@ namespace attnx::nn {
 
 enum class norm_position { pre, post };
 
+// The memory of a cross-attention sub-layer and its masks (key_lengths(...), key_padding<N>, bool tensors): an lvalue
+// memory is referred to, an rvalue moved in; the masks are copied (key_lengths refers to the caller's lengths).
+template <class M, class... Masks>
+struct cross_memory {
+  M memory;
+  std::tuple<Masks...> masks;
+};
+template <expression M, class... Masks>
+constexpr auto cross(M&& memory, Masks&&... masks) {
+  using stored = std::conditional_t<std::is_lvalue_reference_v<M>, const std::remove_reference_t<M>&, std::remove_cvref_t<M>>;
+  return cross_memory<stored, std::decay_t<Masks>...>{std::forward<M>(memory), {std::forward<Masks>(masks)...}};
+}
+namespace detail {
+template <class A>
+inline constexpr bool is_cross_memory = false;
+template <class M, class... Masks>
+inline constexpr bool is_cross_memory<cross_memory<M, Masks...>> = true;
+template <class... A>
+inline constexpr bool first_is_cross = false;
+template <class A, class... R>
+inline constexpr bool first_is_cross<A, R...> = is_cross_memory<std::remove_cvref_t<A>>;
+// The block's options for its cross-attention: the same heads and widths, no RoPE.
+constexpr mha_options without_rope(mha_options o) {
+  o.rope = rope_style::none;
+  return o;
+}
+}  // namespace detail
+
 template <class T, std::size_t D, std::size_t Heads, std::size_t Hidden, activation Act = activation::gelu,
-          norm_position Norm = norm_position::pre, mha_options Opt = mha_options{}>
+          norm_position Norm = norm_position::pre, mha_options Opt = mha_options{}, bool CrossAttention = false>
 struct transformer_block {
   using attention_type = multi_head_attention<T, D, Heads, Opt>;
+  using cross_attention_type = multi_head_attention<T, D, Heads, detail::without_rope(Opt)>;
   using feed_forward_type = feed_forward<T, D, Hidden, Act>;
   static constexpr std::size_t d_model = D, heads = Heads, hidden = Hidden;
   static constexpr norm_position norm = Norm;
+  static constexpr bool cross_attention = CrossAttention;
 
   layer_norm<T, D> ln_1{};
   attention_type attn{};
+  [[no_unique_address]] std::conditional_t<CrossAttention, layer_norm<T, D>, absent<'n'>> ln_x{};
+  [[no_unique_address]] std::conditional_t<CrossAttention, cross_attention_type, absent<'x'>> cross_attn{};
   layer_norm<T, D> ln_2{};
   feed_forward_type mlp{};
 
   // x: (L, D) or (B, L, D); masks as for multi_head_attention (causal, key_padding<N>, key_lengths, bool tensors).
-  template <expression X, class... Masks>
-  constexpr auto forward(const X& x, Masks&&... masks) const {
+  // With cross-attention: forward(x, nn::cross(memory, memory masks...), masks...).
+  template <expression X, class... Args>
+  constexpr auto forward(const X& x, Args&&... args) const {
     using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>();
+    constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && check_cross<Args...>();
     if constexpr (!ok || failed_v<X>) {
       return basic_tensor<T, S>{};
     } else {
       detail::check_features_at_run_time(x, D);
-      basic_tensor<T, S> h = x;
-      if constexpr (Norm == norm_position::pre) {
-        h += attn(ln_1(h), std::forward<Masks>(masks)...);
-        h += mlp(ln_2(h));
-      } else {
-        h = ln_1(h + attn(h, std::forward<Masks>(masks)...));
-        h = ln_2(h + mlp(h));
-      }
-      return h;
+      return forward_impl(x, std::forward<Args>(args)...);
     }
   }
 
   // Decoding: x (B, n, D), the n new tokens of every item, or (n, D) those of item b; cache: this block's.
+  // With cross-attention: step(x, cache, nn::cross(memory, masks...)[, b]).
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
-    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, ctx);
+    check_cross<>();
+    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
   }
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
-    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, ctx);
+    check_cross<>();
+    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
+  }
+  template <expression X, class Cache, class M, class... MM>
+  auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, const context& ctx = current_context()) const {
+    check_cross<decltype(c)>();
+    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, c, ctx);
+  }
+  template <expression X, class Cache, class M, class... MM>
+  auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, std::size_t b,
+            const context& ctx = current_context()) const {
+    check_cross<decltype(c)>();
+    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, c, ctx);
   }
 
  private:
-  template <class X, class Attend>
-  auto step_impl(const X& x, const Attend& attend, const context& ctx) const {
+  struct none {};
+  // The cross-attention rule: a memory exactly when the block has cross-attention.
+  template <class... Args>
+  static constexpr bool check_cross() {
+    constexpr bool given = detail::first_is_cross<Args...>;
+    static_assert(!CrossAttention || given || error::holds<error::block_cross_attention_needs_memory<error::cross_attention<CrossAttention>>>,
+                  "attnx: nn::transformer_block: a block with cross-attention needs the memory: "
+                  "forward(x, nn::cross(memory, memory masks...), masks...)");
+    static_assert(CrossAttention || !given || error::holds<error::block_without_cross_attention_given_memory<error::cross_attention<CrossAttention>>>,
+                  "attnx: nn::transformer_block: nn::cross(memory) given to a block without cross-attention (its "
+                  "CrossAttention parameter is false)");
+    return CrossAttention == given;
+  }
+  template <class H, class C>
+  constexpr void cross_sublayer(H& h, const C& c) const {
+    if constexpr (CrossAttention) {
+      std::apply(
+          [&](const auto&... mk) {
+            if constexpr (Norm == norm_position::pre) {
+              h += cross_attn(ln_x(h), c.memory, mk...);
+            } else {
+              h = ln_x(h + cross_attn(h, c.memory, mk...));
+            }
+          },
+          c.masks);
+    }
+  }
+  template <class X, class... Masks>
+    requires(!detail::first_is_cross<Masks...>)
+  constexpr auto forward_impl(const X& x, Masks&&... masks) const {
+    basic_tensor<T, shape_of_t<X>> h = x;
+    if constexpr (Norm == norm_position::pre) {
+      h += attn(ln_1(h), std::forward<Masks>(masks)...);
+      h += mlp(ln_2(h));
+    } else {
+      h = ln_1(h + attn(h, std::forward<Masks>(masks)...));
+      h = ln_2(h + mlp(h));
+    }
+    return h;
+  }
+  template <class X, class M, class... MM, class... Masks>
+  constexpr auto forward_impl(const X& x, const cross_memory<M, MM...>& c, Masks&&... masks) const {
+    basic_tensor<T, shape_of_t<X>> h = x;
+    if constexpr (Norm == norm_position::pre) {
+      h += attn(ln_1(h), std::forward<Masks>(masks)...);
+    } else {
+      h = ln_1(h + attn(h, std::forward<Masks>(masks)...));
+    }
+    cross_sublayer(h, c);
+    if constexpr (Norm == norm_position::pre) {
+      h += mlp(ln_2(h));
+    } else {
+      h = ln_2(h + mlp(h));
+    }
+    return h;
+  }
+  template <class X, class Attend, class C>
+  auto step_impl(const X& x, const Attend& attend, const C& c, const context& ctx) const {
     using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>();
+    constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && (std::is_same_v<C, none> != CrossAttention);
     if constexpr (!ok || failed_v<X>) {
       return basic_tensor<T, S>{};
     } else {
@@ -81,9 +184,13 @@ struct transformer_block {
       basic_tensor<T, S> h = x;
       if constexpr (Norm == norm_position::pre) {
         h += attend(ln_1(h));
-        h += mlp(ln_2(h));
       } else {
         h = ln_1(h + attend(h));
+      }
+      if constexpr (!std::is_same_v<C, none>) cross_sublayer(h, c);
+      if constexpr (Norm == norm_position::pre) {
+        h += mlp(ln_2(h));
+      } else {
         h = ln_2(h + mlp(h));
       }
       return h;

@@ -56,6 +56,7 @@ template <class T> struct element_type {};
 template <class T> struct result_type {};
 template <class T> struct condition_element_type {};
 template <std::size_t N> struct features {};
+template <bool B> struct cross_attention {};
 template <std::size_t N> struct weight_extent {};
 template <std::size_t N> struct weight_rank {};
 template <std::size_t N> struct slice_end {};
@@ -114,6 +115,8 @@ template <class... Facts> struct concat_extents_differ { static constexpr bool v
 template <class... Facts> struct index_select_needs_a_matrix { static constexpr bool value = false; };
 template <class... Facts> struct reshape_sizes_differ { static constexpr bool value = false; };
 template <class... Facts> struct rotary_features_must_be_even { static constexpr bool value = false; };
+template <class... Facts> struct block_cross_attention_needs_memory { static constexpr bool value = false; };
+template <class... Facts> struct block_without_cross_attention_given_memory { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;
