@@ -236,7 +236,37 @@ void mha_rope_case() {
     }
   BOOST_TEST(cache.length(0) == L);
   BOOST_TEST(cache.length(1) == L);
+
+  // the whole batch at once, the items at different lengths (item 0 primed with 2 tokens, item 1 with 1)
+  kv_cache<double, Hkv, d> cache2(B, L);
+  for (std::size_t b = 0; b < B; ++b) {
+    tensor<double, dyn, Dm> first(2 - b);
+    for (std::size_t i = 0; i < 2 - b; ++i)
+      for (std::size_t j = 0; j < Dm; ++j) first(i, j) = x(b, i, j);
+    (void)mha.step(first, cache2, b);
+  }
+  tensor<double, B, 3, Dm> next;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < Dm; ++j) next(b, i, j) = x(b, 2 - b + i, j);
+  const tensor<double, B, 3, Dm> out3 = mha.step(next, cache2);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < Dm; ++j) BOOST_TEST(std::abs(out3(b, i, j) - y(b, 2 - b + i, j)) < 1e-12);
+
+  // cross-attention does not rotate (two sequences' positions have no relative meaning): the plain module's output
+  tensor<double, B, 4, Dm> memory;
+  fill_from(memory, naive::random(B * 4 * Dm, 16));
+  const tensor<double, B, L, Dm> c_rope = mha(x, memory), c_plain = plain(x, memory);
+  for (std::size_t i = 0; i < c_rope.numel(); ++i) BOOST_TEST(c_rope.data()[i] == c_plain.data()[i]);
 }
+// a decoder block with RoPE: its cross-attention has the same heads and no RoPE
+static_assert(nn::transformer_block<float, 16, 4, 32, nn::activation::gelu, nn::norm_position::pre,
+                                    mha_options{.rope = rope_style::half}, true>::cross_attention_type::options.rope ==
+              rope_style::none);
+static_assert(nn::transformer_block<float, 16, 4, 32, nn::activation::gelu, nn::norm_position::pre,
+                                    mha_options{.rope = rope_style::half}, true>::attention_type::options.rope ==
+              rope_style::half);
 BOOST_AUTO_TEST_CASE(mha_rope_interleaved) { mha_rope_case<rope_style::interleaved>(); }
 BOOST_AUTO_TEST_CASE(mha_rope_half) { mha_rope_case<rope_style::half>(); }
 

@@ -142,9 +142,13 @@ constexpr auto sinusoidal_positions(std::size_t offset = 0, double base = 10000.
   static_assert(L != dyn, "attnx: sinusoidal_positions<T, L, D>: L must be static; for a run-time length use "
                           "sinusoidal_positions<T, D>(length, offset)");
   static_assert(std::is_floating_point_v<T>, "attnx: sinusoidal_positions: T must be floating point");
-  basic_tensor<T, shape<axis<anon, L>, axis<anon, D>>> t(uninitialized);
-  detail::fill_sinusoidal(t, offset, base);
-  return t;
+  if constexpr (L == dyn) {
+    return basic_tensor<T, shape<axis<anon, dyn>, axis<anon, D>>>{};  // (reported above)
+  } else {
+    basic_tensor<T, shape<axis<anon, L>, axis<anon, D>>> t(uninitialized);
+    detail::fill_sinusoidal(t, offset, base);
+    return t;
+  }
 }
 template <class T, std::size_t D>
 constexpr auto sinusoidal_positions(std::size_t length, std::size_t offset = 0, double base = 10000.0) {

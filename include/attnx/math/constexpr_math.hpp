@@ -10,7 +10,7 @@
 //   csin, ccos  within 1 ulp of std::sin / std::cos for |x| < 2^28 (the argument reduction carries pi/2 to
 //          157 bits); a larger argument in a constant evaluation is a compile error (outside the domain), at
 //          run time it is answered by the C library
-//                         (tests/unit/test_constexpr_math.cpp prints the figures; float: exhaustive)
+//                         (tests/unit/test_constexpr_math.cpp prints the figures: sampled sweeps)
 // The unprefixed exp/sqrt/log/tanh/expm1/erf/sin/cos dispatch: c* inside a constant evaluation, std:: at run time.
 //
 // Rules the code follows so that it stays a constant expression on every compiler:

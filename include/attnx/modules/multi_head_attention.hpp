@@ -26,7 +26,9 @@
 //
 // Rotary position encoding (mha_options::rope = rope_style::interleaved or half, rope_base): each head's
 // projected query and key rows rotated by their position (expr/position.hpp) before the scores: positions
-// 0..L-1 in the forward pass (of the memory's keys too, in cross-attention), length(b)..length(b)+n-1 in step.
+// 0..L-1 in the forward pass, length(b)..length(b)+n-1 in step. Self-attention only: a call with a memory
+// (cross-attention) does not rotate (positions of two different sequences have no relative meaning). rope_base
+// is an integer (a class-type template argument with a double member is C++20, but clang 14 does not take it).
 //
 // Lifetimes: the module's call operator returns a lazy expression, following the ownership rule of
 // docs/design.md: it refers to the module's weights (the module must outlive it), to lvalue inputs
@@ -234,7 +236,12 @@ class multi_head_attention {
   static constexpr std::size_t kv_heads = kv_ok ? hkv_ : h_;
   static constexpr std::size_t group = heads / kv_heads;  // query heads per key/value head
   static constexpr bool has_bias = Opt.bias;
-  static constexpr bool well_formed = Heads > 0 && d_model_ok && kv_ok;
+  // RoPE rotates pairs of features: d_k must be even (checked here, so that step is covered as well as forward).
+  static constexpr bool rope_ok = Opt.rope == rope_style::none || d_k % 2 == 0;
+  static_assert(!(Heads > 0 && d_model_ok && kv_ok) || rope_ok ||
+                    error::holds<error::rotary_features_must_be_even<error::features<d_k>>>,
+                "attnx: multi_head_attention: RoPE rotates pairs of features: d_k must be even");
+  static constexpr bool well_formed = Heads > 0 && d_model_ok && kv_ok && rope_ok;
 
   using w_q_shape = shape<axis<names::d_model, d_model>, axis<anon, heads * d_k>>;
   using w_k_shape = shape<axis<names::d_model, d_model>, axis<anon, kv_heads * d_k>>;
@@ -320,13 +327,13 @@ class multi_head_attention {
     if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
-      return attend(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
+      return attend<true>(detail::reuse<X>(x), detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
       // The copies of an rvalue x are made before x is moved into the third operand (in one call's
       // arguments the order would be unspecified: a copy of a moved-from tensor).
       auto xq = add_unit_batch(detail::reuse<X>(x));
       auto xk = add_unit_batch(detail::reuse<X>(x));
-      return drop_unit_batch(attend(std::move(xq), std::move(xk), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
+      return drop_unit_batch(attend<true>(std::move(xq), std::move(xk), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
     }
   }
 
@@ -342,10 +349,10 @@ class multi_head_attention {
     if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<output_placeholder<SX>>();
     } else if constexpr (SX::rank == 3) {
-      return attend(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
+      return attend<false>(std::forward<X>(x), detail::reuse<M>(memory), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
       auto xk = add_unit_batch(detail::reuse<M>(memory));  // before the memory is moved (as above)
-      return drop_unit_batch(attend(add_unit_batch(std::forward<X>(x)), std::move(xk), add_unit_batch(std::forward<M>(memory)),
+      return drop_unit_batch(attend<false>(add_unit_batch(std::forward<X>(x)), std::move(xk), add_unit_batch(std::forward<M>(memory)),
                                     std::forward<Masks>(masks)...));
     }
   }
@@ -374,10 +381,10 @@ class multi_head_attention {
     if constexpr (failed_v<X> || !inputs_ok<SX, SX>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
-      return scores_of(detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
+      return scores_of<true>(detail::reuse<X>(x), std::forward<X>(x), std::forward<Masks>(masks)...);
     } else {
       auto xq = add_unit_batch(detail::reuse<X>(x));  // before x is moved (as in operator())
-      return drop_unit_batch(scores_of(std::move(xq), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
+      return drop_unit_batch(scores_of<true>(std::move(xq), add_unit_batch(std::forward<X>(x)), std::forward<Masks>(masks)...));
     }
   }
   template <expression X, detail::mha_memory_operand M, class... Masks>
@@ -389,10 +396,10 @@ class multi_head_attention {
     if constexpr (any_failed_v<X, M> || !inputs_ok<SX, SM>()) {
       return placeholder<shape<axis<anon, heads>, axis<anon, 1>, axis<anon, 1>>>();
     } else if constexpr (SX::rank == 3) {
-      return scores_of(std::forward<X>(x), std::forward<M>(memory), std::forward<Masks>(masks)...);
+      return scores_of<false>(std::forward<X>(x), std::forward<M>(memory), std::forward<Masks>(masks)...);
     } else {
       return drop_unit_batch(
-          scores_of(add_unit_batch(std::forward<X>(x)), add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
+          scores_of<false>(add_unit_batch(std::forward<X>(x)), add_unit_batch(std::forward<M>(memory)), std::forward<Masks>(masks)...));
     }
   }
 
@@ -436,7 +443,7 @@ class multi_head_attention {
     static_assert(cache_ok, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
     static_assert(!cache_ok || features_ok<SX>,
                   "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
-    if constexpr (!cache_ok || !features_ok<SX>) {
+    if constexpr (!cache_ok || !features_ok<SX> || !well_formed) {
       return basic_tensor<T, output_placeholder<SX>>{};
     } else {
       return step_run(x, cache, b0, ctx, all);
@@ -581,26 +588,27 @@ class multi_head_attention {
       return repeat_heads<group>(std::forward<E>(e));
     }
   }
-  template <class E>
+  template <bool Rotate, class E>
   static constexpr auto rotate(E&& e) {
-    if constexpr (Opt.rope == rope_style::none) {
+    if constexpr (!Rotate || Opt.rope == rope_style::none) {
       return std::forward<E>(e);
     } else {
       return rotary(std::forward<E>(e), Opt.rope, 0, static_cast<double>(Opt.rope_base));
     }
   }
-  template <class XQ, class XK, class XV, class... Masks>
+  // Rotate: RoPE (self-attention only: the positions of two different sequences have no relative meaning).
+  template <bool Rotate, class XQ, class XK, class XV, class... Masks>
   constexpr auto attend(XQ&& xq, XK&& xk, XV&& xv, Masks&&... masks) const {
-    auto q = rotate(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
-    auto k = share_kv(rotate(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
+    auto q = rotate<Rotate>(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
+    auto k = share_kv(rotate<Rotate>(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
     auto v = share_kv(split_heads<kv_heads>(project(std::forward<XV>(xv), w_v, b_v)));
     return project(evaluated_once(merge_heads(attention(std::move(q), std::move(k), std::move(v), std::forward<Masks>(masks)...))),
                    w_o, b_o);
   }
-  template <class XQ, class XK, class... Masks>
+  template <bool Rotate, class XQ, class XK, class... Masks>
   constexpr auto scores_of(XQ&& xq, XK&& xk, Masks&&... masks) const {
-    auto q = rotate(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
-    auto k = share_kv(rotate(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
+    auto q = rotate<Rotate>(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
+    auto k = share_kv(rotate<Rotate>(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
     return attention_weights(std::move(q), std::move(k), std::forward<Masks>(masks)...);
   }
 

@@ -54,6 +54,8 @@ template <class... A>
 inline constexpr bool first_is_cross = false;
 template <class A, class... R>
 inline constexpr bool first_is_cross<A, R...> = is_cross_memory<std::remove_cvref_t<A>>;
+template <class... A>
+inline constexpr bool any_is_cross = (is_cross_memory<std::remove_cvref_t<A>> || ...);
 // The block's options for its cross-attention: the same heads and widths, no RoPE.
 constexpr mha_options without_rope(mha_options o) {
   o.rope = rope_style::none;
@@ -118,17 +120,22 @@ struct transformer_block {
 
  private:
   struct none {};
-  // The cross-attention rule: a memory exactly when the block has cross-attention.
+  // The cross-attention rules: a memory exactly when the block has cross-attention, right after x (forward) or
+  // the cache (step).
   template <class... Args>
   static constexpr bool check_cross() {
-    constexpr bool given = detail::first_is_cross<Args...>;
+    constexpr bool given = detail::any_is_cross<Args...>, first = detail::first_is_cross<Args...>;
     static_assert(!CrossAttention || given || error::holds<error::block_cross_attention_needs_memory<error::cross_attention<CrossAttention>>>,
                   "attnx: nn::transformer_block: a block with cross-attention needs the memory: "
-                  "forward(x, nn::cross(memory, memory masks...), masks...)");
+                  "forward(x, nn::cross(memory, memory masks...), masks...) or step(x, cache, nn::cross(memory)[, b])");
     static_assert(CrossAttention || !given || error::holds<error::block_without_cross_attention_given_memory<error::cross_attention<CrossAttention>>>,
                   "attnx: nn::transformer_block: nn::cross(memory) given to a block without cross-attention (its "
                   "CrossAttention parameter is false)");
-    return CrossAttention == given;
+    static_assert(!CrossAttention || !given || first ||
+                      error::holds<error::block_cross_memory_must_follow_x<error::cross_attention<CrossAttention>>>,
+                  "attnx: nn::transformer_block: nn::cross(memory, ...) must come right after x: "
+                  "forward(x, nn::cross(memory, memory masks...), masks...)");
+    return CrossAttention ? first : !given;
   }
   template <class H, class C>
   constexpr void cross_sublayer(H& h, const C& c) const {

@@ -117,6 +117,7 @@ template <class... Facts> struct reshape_sizes_differ { static constexpr bool va
 template <class... Facts> struct rotary_features_must_be_even { static constexpr bool value = false; };
 template <class... Facts> struct block_cross_attention_needs_memory { static constexpr bool value = false; };
 template <class... Facts> struct block_without_cross_attention_given_memory { static constexpr bool value = false; };
+template <class... Facts> struct block_cross_memory_must_follow_x { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;
