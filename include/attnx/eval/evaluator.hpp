@@ -548,13 +548,14 @@ struct evaluator<rotary_expr<A>> {
   using S = shape_of_t<A>;
   static constexpr std::size_t SN = S::cols;
   constexpr explicit evaluator(const rotary_expr<A>& e)
-      : a(e.operand()), style(e.style()), N(dims_cols(dims_of(e.operand()))),
-        L(S::rank >= 2 ? dims_of(e.operand())[S::rank >= 2 ? S::rank - 2 : 0] : 1),
-        table(uninitialized, L * (N.value / 2) * 2), buf(uninitialized, N) {
+      : a(e.operand()), style(e.style()), N(dims_cols(dims_of(e.operand()))), L(dims_matrix_rows(dims_of(e.operand()))),
+        table(uninitialized, style == rope_style::none ? 0 : L * N.value), buf(uninitialized, N) {
     const std::size_t h = N.value / 2;
-    if (style != rope_style::none)
-      for (std::size_t l = 0; l < L; ++l)
-        detail::rope_angles(e.offset() + l, N.value, e.base(), table.data() + 2 * l * h, table.data() + (2 * l + 1) * h);
+    if (style == rope_style::none) return;
+    storage<double, dyn> w(uninitialized, h);
+    detail::position_frequencies(N.value, e.base(), w.data());
+    for (std::size_t l = 0; l < L; ++l)
+      detail::rope_angles(e.offset() + l, h, w.data(), table.data() + 2 * l * h, table.data() + (2 * l + 1) * h);
   }
   constexpr void begin_row(std::size_t r) {
     a.begin_row(r);
@@ -571,7 +572,7 @@ struct evaluator<rotary_expr<A>> {
   rope_style style;
   [[no_unique_address]] extent_value<SN> N;
   std::size_t L;
-  storage<T, dyn> table;  // per position: D/2 cos, then D/2 sin
+  storage<T, dyn> table;  // per position: D/2 cos, then D/2 sin (none: empty)
   storage<T, SN> buf;
 };
 

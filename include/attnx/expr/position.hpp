@@ -13,11 +13,13 @@
 //   rope_style::half          (x[i], x[i + D/2])  GPT-NeoX, Hugging Face LLaMA / Mistral / Qwen ("rotate_half")
 // and rope_style::none, the identity (so that a module can take the style as an option).
 //
-// Angles are computed in double (p w_i, then sin and cos, rounded to T once): PyTorch's float32 angles lose
-// about p * 2^-24 radians, 2.4e-4 at p = 4096. The rotary node computes the L x D/2 table once, when it is
-// evaluated (L sin and cos pairs per frequency), then rotates row by row; in a constant evaluation too.
+// Angles are computed in double (p w_i, then sin and cos, rounded to T once): a float32 angle can be off by about
+// p * 2^-24 radians, 2.4e-4 at p = 4096 (a bound from float rounding, not measured). The frequencies w_i are computed
+// once per table; the rotary node builds its L x D/2 table of cos and sin when it is evaluated, then rotates row by
+// row; in a constant evaluation too.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -37,12 +39,17 @@ namespace attnx {
 enum class rope_style { none, interleaved, half };
 
 namespace detail {
-// cos(p w_i) and sin(p w_i), i < d / 2, w_i = base^(-2i/d), into c[i] and s[i].
-template <class T>
-constexpr void rope_angles(std::size_t p, std::size_t d, double base, T* c, T* s) {
+// The frequencies of both encodings, w_i = base^(-2i/d) for i < ceil(d / 2), into w (computed once per table).
+constexpr void position_frequencies(std::size_t d, double base, double* w) {
   const double log_base = math::log(base);
-  for (std::size_t i = 0; 2 * i < d; ++i) {
-    const double a = static_cast<double>(p) * math::exp(-static_cast<double>(2 * i) / static_cast<double>(d) * log_base);
+  for (std::size_t i = 0; 2 * i < d; ++i)
+    w[i] = math::exp(-static_cast<double>(2 * i) / static_cast<double>(d) * log_base);
+}
+// cos(p w_i) and sin(p w_i), i < h, into c[i] and s[i].
+template <class T>
+constexpr void rope_angles(std::size_t p, std::size_t h, const double* w, T* c, T* s) {
+  for (std::size_t i = 0; i < h; ++i) {
+    const double a = static_cast<double>(p) * w[i];
     c[i] = static_cast<T>(math::cos(a));
     s[i] = static_cast<T>(math::sin(a));
   }
@@ -51,12 +58,15 @@ constexpr void rope_angles(std::size_t p, std::size_t d, double base, T* c, T* s
 template <class T>
 constexpr void rope_rotate(T* x, std::size_t d, const T* c, const T* s, rope_style style) {
   const std::size_t h = d / 2;
-  for (std::size_t i = 0; i < h; ++i) {
-    const std::size_t a = style == rope_style::interleaved ? 2 * i : i;
-    const std::size_t b = style == rope_style::interleaved ? 2 * i + 1 : i + h;
-    const T x0 = x[a], x1 = x[b];
-    x[a] = x0 * c[i] - x1 * s[i];
-    x[b] = x0 * s[i] + x1 * c[i];
+  const auto turn = [](T& x0, T& x1, T ci, T si) {
+    const T a = x0, b = x1;
+    x0 = a * ci - b * si;
+    x1 = a * si + b * ci;
+  };
+  if (style == rope_style::interleaved) {
+    for (std::size_t i = 0; i < h; ++i) turn(x[2 * i], x[2 * i + 1], c[i], s[i]);
+  } else if (style == rope_style::half) {
+    for (std::size_t i = 0; i < h; ++i) turn(x[i], x[i + h], c[i], s[i]);
   }
 }
 [[noreturn]] inline void throw_rotary_odd(std::size_t d) {
@@ -124,16 +134,15 @@ constexpr auto rotary(A&&, rope_style, std::size_t = 0, double = 10000.0) {
 namespace detail {
 template <class T, class S>
 constexpr void fill_sinusoidal(basic_tensor<T, S>& t, std::size_t offset, double base) {
-  const std::size_t rows = t.dims()[0], d = S::cols;
-  const double log_base = math::log(base);
-  for (std::size_t i = 0; i < d; i += 2) {
-    const double w = math::exp(-static_cast<double>(i) / static_cast<double>(d) * log_base);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const double a = static_cast<double>(offset + r) * w;
-      t.data()[r * d + i] = static_cast<T>(math::sin(a));
-      if (i + 1 < d) t.data()[r * d + i + 1] = static_cast<T>(math::cos(a));
+  constexpr std::size_t d = S::cols;
+  const std::size_t rows = t.dims()[0];
+  std::array<double, (d + 1) / 2> w{};
+  position_frequencies(d, base, w.data());
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < d; ++j) {
+      const double a = static_cast<double>(offset + r) * w[j / 2];
+      t.data()[r * d + j] = static_cast<T>(j % 2 == 0 ? math::sin(a) : math::cos(a));
     }
-  }
 }
 }  // namespace detail
 

@@ -21,6 +21,7 @@
 // result is correctly rounded except in rare double-rounding cases (then off by one ulp).
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <concepts>
@@ -367,25 +368,37 @@ constexpr trig_reduced reduce_pio2(double x) noexcept {  // |x| < trig_domain
   }
   return {static_cast<int>(k & 3), acc.hi, acc.lo};
 }
+// The Taylor coefficients, computed once (at compile time): sin_coeffs[n - 1] = (-1)^n / (2n+1)!, n = 1..9;
+// cos_coeffs[n - 2] = (-1)^n / (2n)!, n = 2..10 (the factorials exact up to 18!; 19! and 20! round once).
+inline constexpr auto sin_coeffs = [] {
+  std::array<double, 9> c{};
+  double f = 1.0;  // (2n+1)!
+  for (int n = 1; n <= 9; ++n) {
+    f *= double(2 * n) * double(2 * n + 1);
+    c[std::size_t(n - 1)] = ((n & 1) ? -1.0 : 1.0) / f;
+  }
+  return c;
+}();
+inline constexpr auto cos_coeffs = [] {
+  std::array<double, 9> c{};
+  double f = 2.0;  // (2n)!
+  for (int n = 2; n <= 10; ++n) {
+    f *= double(2 * n - 1) * double(2 * n);
+    c[std::size_t(n - 2)] = ((n & 1) ? -1.0 : 1.0) / f;
+  }
+  return c;
+}();
 // sin(hi + lo) and cos(hi + lo) for |hi| <= pi/4 (+ rounding), |lo| <= ulp(hi).
 constexpr double sin_kernel(double r, double rl) noexcept {
   const double z = r * r;
-  double p = 0.0;  // sum_{n>=1} (-1)^n z^(n-1) / (2n+1)!, Horner from n = 9
-  for (int n = 9; n >= 1; --n) {
-    double f = 1.0;
-    for (int i = 2; i <= 2 * n + 1; ++i) f *= double(i);  // (2n+1)! (exact up to 18!; 19! rounds once)
-    p = p * z + ((n & 1) ? -1.0 : 1.0) / f;
-  }
+  double p = 0.0;  // sum_{n>=1} (-1)^n z^(n-1) / (2n+1)!, Horner
+  for (std::size_t i = sin_coeffs.size(); i-- > 0;) p = p * z + sin_coeffs[i];
   return r + (r * z * p + rl * (1.0 - 0.5 * z));
 }
 constexpr double cos_kernel(double r, double rl) noexcept {
   const dd z = two_prod(r, r);
-  double q = 0.0;  // sum_{n>=2} (-1)^n z^(n-2) / (2n)!, Horner from n = 10
-  for (int n = 10; n >= 2; --n) {
-    double f = 1.0;
-    for (int i = 2; i <= 2 * n; ++i) f *= double(i);
-    q = q * z.hi + ((n & 1) ? -1.0 : 1.0) / f;
-  }
+  double q = 0.0;  // sum_{n>=2} (-1)^n z^(n-2) / (2n)!, Horner
+  for (std::size_t i = cos_coeffs.size(); i-- > 0;) q = q * z.hi + cos_coeffs[i];
   const double hz = 0.5 * z.hi, w = 1.0 - hz;
   const double corr = (1.0 - w) - hz;  // exact: 1 - hz = w + corr
   return w + (corr + (z.hi * z.hi * q - 0.5 * z.lo - r * rl));

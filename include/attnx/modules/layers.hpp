@@ -168,9 +168,7 @@ struct sinusoidal_encoding {
   template <expression X>
   constexpr auto operator()(X&& x, std::size_t offset = 0) const {
     return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(std::forward<X>(x), [this, offset](auto&& v) {
-      using input_shape = shape_of_t<decltype(v)>;
-      constexpr std::size_t rank = input_shape::rank;
-      const std::size_t len = rank >= 2 ? dims_of(v)[rank >= 2 ? rank - 2 : 0] : 1;
+      const std::size_t len = dims_matrix_rows(dims_of(v));
       if (offset > MaxLen || len > MaxLen - offset)
         throw std::out_of_range("attnx: nn::sinusoidal_encoding: the positions run past max_length: end " +
                                 std::to_string(offset > MaxLen ? offset : offset + len) + ", max_length " +

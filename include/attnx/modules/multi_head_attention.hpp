@@ -482,10 +482,12 @@ class multi_head_attention {
   // RoPE in step: item b's new rows are at positions length(b), ..., length(b) + n - 1 (before they are appended).
   template <class Q, class K, class Cache>
   static void rotate_rows(Q& q, K& k, const Cache& cache, std::size_t b0, std::size_t nb, std::size_t n) {
-    std::array<T, d_k / 2 + 1> c{}, s{};
+    std::array<double, d_k / 2> w{};
+    detail::position_frequencies(d_k, static_cast<double>(Opt.rope_base), w.data());
+    std::array<T, d_k / 2> c{}, s{};
     for (std::size_t b = 0; b < nb; ++b)
       for (std::size_t t = 0; t < n; ++t) {
-        detail::rope_angles(cache.length(b0 + b) + t, d_k, static_cast<double>(Opt.rope_base), c.data(), s.data());
+        detail::rope_angles(cache.length(b0 + b) + t, d_k / 2, w.data(), c.data(), s.data());
         T* qr = q.data() + (b * n + t) * heads * d_k;
         T* kr = k.data() + (b * n + t) * kv_heads * d_k;
         for (std::size_t h = 0; h < heads; ++h) detail::rope_rotate(qr + h * d_k, d_k, c.data(), s.data(), Opt.rope);

@@ -83,14 +83,20 @@ struct transformer_block {
   // x: (L, D) or (B, L, D); masks as for multi_head_attention (causal, key_padding<N>, key_lengths, bool tensors).
   // With cross-attention: forward(x, nn::cross(memory, memory masks...), masks...).
   template <expression X, class... Args>
-  constexpr auto forward(const X& x, Args&&... args) const {
+  constexpr auto forward(const X& x, const Args&... args) const {
     using S = shape_of_t<X>;
     constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && check_cross<Args...>();
     if constexpr (!ok || failed_v<X>) {
       return basic_tensor<T, S>{};
     } else {
       detail::check_features_at_run_time(x, D);
-      return forward_impl(x, std::forward<Args>(args)...);
+      basic_tensor<T, S> h = x;
+      if constexpr (CrossAttention) {
+        forward_sublayers(h, args...);
+      } else {
+        sublayers(h, [&](const auto& a) { return attn(a, args...); }, none{});
+      }
+      return h;
     }
   }
 
@@ -98,24 +104,20 @@ struct transformer_block {
   // With cross-attention: step(x, cache, nn::cross(memory, masks...)[, b]).
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
-    check_cross<>();
-    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
+    return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
   }
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
-    check_cross<>();
-    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
+    return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
   }
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, const context& ctx = current_context()) const {
-    check_cross<decltype(c)>();
-    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, c, ctx);
+    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, c, ctx);
   }
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, std::size_t b,
             const context& ctx = current_context()) const {
-    check_cross<decltype(c)>();
-    return step_impl(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, c, ctx);
+    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, c, ctx);
   }
 
  private:
@@ -137,9 +139,16 @@ struct transformer_block {
                   "forward(x, nn::cross(memory, memory masks...), masks...)");
     return CrossAttention ? first : !given;
   }
-  template <class H, class C>
-  constexpr void cross_sublayer(H& h, const C& c) const {
-    if constexpr (CrossAttention) {
+  // The sub-layers on the residual stream h, in place: self-attention (self_attend(input)), cross-attention over
+  // c's memory (unless c is none), the feed-forward; each with its norm before (pre) or after (post).
+  template <class H, class SelfAttend, class C>
+  constexpr void sublayers(H& h, const SelfAttend& self_attend, const C& c) const {
+    if constexpr (Norm == norm_position::pre) {
+      h += self_attend(ln_1(h));
+    } else {
+      h = ln_1(h + self_attend(h));
+    }
+    if constexpr (!std::is_same_v<C, none>) {
       std::apply(
           [&](const auto&... mk) {
             if constexpr (Norm == norm_position::pre) {
@@ -150,56 +159,26 @@ struct transformer_block {
           },
           c.masks);
     }
-  }
-  template <class X, class... Masks>
-    requires(!detail::first_is_cross<Masks...>)
-  constexpr auto forward_impl(const X& x, Masks&&... masks) const {
-    basic_tensor<T, shape_of_t<X>> h = x;
-    if constexpr (Norm == norm_position::pre) {
-      h += attn(ln_1(h), std::forward<Masks>(masks)...);
-      h += mlp(ln_2(h));
-    } else {
-      h = ln_1(h + attn(h, std::forward<Masks>(masks)...));
-      h = ln_2(h + mlp(h));
-    }
-    return h;
-  }
-  template <class X, class M, class... MM, class... Masks>
-  constexpr auto forward_impl(const X& x, const cross_memory<M, MM...>& c, Masks&&... masks) const {
-    basic_tensor<T, shape_of_t<X>> h = x;
-    if constexpr (Norm == norm_position::pre) {
-      h += attn(ln_1(h), std::forward<Masks>(masks)...);
-    } else {
-      h = ln_1(h + attn(h, std::forward<Masks>(masks)...));
-    }
-    cross_sublayer(h, c);
     if constexpr (Norm == norm_position::pre) {
       h += mlp(ln_2(h));
     } else {
       h = ln_2(h + mlp(h));
     }
-    return h;
   }
-  template <class X, class Attend, class C>
+  template <class H, class C, class... Masks>
+  constexpr void forward_sublayers(H& h, const C& c, const Masks&... masks) const {
+    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, c);
+  }
+  template <bool CrossOk, class X, class Attend, class C>
   auto step_impl(const X& x, const Attend& attend, const C& c, const context& ctx) const {
     using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && (std::is_same_v<C, none> != CrossAttention);
+    constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && CrossOk;
     if constexpr (!ok || failed_v<X>) {
       return basic_tensor<T, S>{};
     } else {
       const context_scope use(ctx);
       basic_tensor<T, S> h = x;
-      if constexpr (Norm == norm_position::pre) {
-        h += attend(ln_1(h));
-      } else {
-        h = ln_1(h + attend(h));
-      }
-      if constexpr (!std::is_same_v<C, none>) cross_sublayer(h, c);
-      if constexpr (Norm == norm_position::pre) {
-        h += mlp(ln_2(h));
-      } else {
-        h = ln_2(h + mlp(h));
-      }
+      sublayers(h, attend, c);
       return h;
     }
   }

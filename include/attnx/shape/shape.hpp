@@ -174,6 +174,15 @@ constexpr std::size_t dims_cols(const dims_t<R>& d) noexcept {
     return d[R - 1];
   }
 }
+// The rows of each matrix: the extent of the axis before the last (1 for rank < 2).
+template <std::size_t R>
+constexpr std::size_t dims_matrix_rows(const dims_t<R>& d) noexcept {
+  if constexpr (R < 2) {
+    return 1;
+  } else {
+    return d[R - 2];
+  }
+}
 template <std::size_t R>
 constexpr std::size_t dims_rows(const dims_t<R>& d) noexcept {
   std::size_t n = 1;
