@@ -10,6 +10,6 @@ int main() {
 #else
   tensor<bool, seq_k<3>, seq_q<3>> m;
 #endif
-  auto c = mask(s, m);
+  auto c = mask(s, allowed(m));
   (void)c;
 }

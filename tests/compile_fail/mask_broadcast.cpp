@@ -9,6 +9,6 @@ int main() {
 #else
   attnx::tensor<bool, 3, 1, 3, 3> m;
 #endif
-  auto c = attnx::mask(s, m);
+  auto c = attnx::mask(s, attnx::blocked(m));
   (void)c;
 }

@@ -9,6 +9,6 @@ int main() {
 #else
   attnx::tensor<bool, 3, 4> m;
 #endif
-  auto c = attnx::mask(s, m);
+  auto c = attnx::mask(s, allowed(m));
   (void)c;
 }

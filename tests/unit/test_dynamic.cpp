@@ -284,7 +284,7 @@ BOOST_AUTO_TEST_CASE(run_time_rules) {
   // masks
   tensor<float, dyn, dyn> s35(3, 5), s32(3, 2);
   tensor<bool, dyn, dyn> m34(3, 4);
-  BOOST_CHECK_EXCEPTION((void)mask(s35, m34), extent_error,
+  BOOST_CHECK_EXCEPTION((void)mask(s35, allowed(m34)), extent_error,
                         is("attnx: mask: the mask's extents must equal the scores' extents (or be 1 to broadcast); axis 1 "
                            "differs (scores [3, 5], mask [3, 4]): mask_extent 4, score_extent 5"));
   BOOST_CHECK_EXCEPTION((void)mask(s35, additive(tensor<float, dyn, 5>(2))), extent_error,
@@ -302,7 +302,7 @@ BOOST_AUTO_TEST_CASE(run_time_rules) {
   BOOST_CHECK_EXCEPTION((void)attention(q, k, v), extent_error,
                         is("attnx: attention: V must have one row per key (V's row count must equal L_k, the row count of "
                            "K): value_rows 4, L_k 5"));
-  BOOST_CHECK_EXCEPTION((void)attention(q, k, tensor<float, dyn, 8>(5), m34), extent_error,
+  BOOST_CHECK_EXCEPTION((void)attention(q, k, tensor<float, dyn, 8>(5), allowed(m34)), extent_error,
                         says({"mask_extent 4, score_extent 5"}));
   BOOST_CHECK_EXCEPTION((void)attention(q, tensor<float, dyn, 7>(5), tensor<float, dyn, 8>(5)), extent_error,
                         says({"matmul: the inner extents differ", "lhs_columns 8, rhs_rows 7"}));
@@ -404,10 +404,10 @@ void attention_shapes(double tol) {
           causal_bottom_right);
     check("key_lengths", [&](std::size_t b, std::size_t, std::size_t j) { return j < lens[b]; }, nullptr, key_lengths(lens));
     check("key_padding<1>", [](std::size_t, std::size_t, std::size_t j) { return j < 1; }, nullptr, key_padding<1>);
-    check("bool mask", [&](std::size_t, std::size_t i, std::size_t j) { return bool(Mb(i, j)); }, nullptr, Mb);
+    check("bool mask", [&](std::size_t, std::size_t i, std::size_t j) { return bool(Mb(i, j)); }, nullptr, allowed(Mb));
     check("additive", everything, &bias, additive(A));
     check("causal + key_lengths + bool", [&](std::size_t b, std::size_t i, std::size_t j) { return j <= i && j < lens[b] && Mb(i, j); },
-          nullptr, causal, key_lengths(lens), Mb);
+          nullptr, causal, key_lengths(lens), allowed(Mb));
   }
   BOOST_TEST(rows_only().fused_runs() == 0u);
 }
@@ -721,8 +721,8 @@ BOOST_AUTO_TEST_CASE(mha_dynamic_inputs) {
     for (std::size_t i = 0; i < L; ++i)
       for (std::size_t j = 0; j < Lk; ++j) bm(b, 0, i, j) = bms(b, 0, i, j) = (i * 7 + j * 3 + b) % 5 != 0;
   tensor<float, dyn, dyn, 16> zb;
-  BOOST_TEST(evaluated_fused(zb, m(xd, md, causal, bm)));
-  BOOST_TEST(same_bits(zb, evaluate(m(xs, ms, causal, bms))));
+  BOOST_TEST(evaluated_fused(zb, m(xd, md, causal, allowed(bm))));
+  BOOST_TEST(same_bits(zb, evaluate(m(xs, ms, causal, allowed(bms)))));
   const mat wantb =
       f.reference(xm, mm, B, L, Lk, [&](std::size_t b, std::size_t i, std::size_t j) { return j <= i && bool(bms(b, 0, i, j)); });
   BOOST_TEST(max_err(zb, wantb) <= 3e-5, "MHA cross, causal + bool: error " << max_err(zb, wantb));

@@ -277,7 +277,7 @@ BOOST_AUTO_TEST_CASE(boolean_mask_broadcast_over_heads) {
   for (int n = 0; n < 2; ++n)
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j) M(n, 0, i, j) = (i + j + n) % 2 == 0;
-  tensor<double, 2, 2, 3, 3> m = mask(S, M);
+  tensor<double, 2, 2, 3, 3> m = mask(S, allowed(M));
   for (int n = 0; n < 2; ++n)
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < 3; ++i)
@@ -316,8 +316,8 @@ BOOST_AUTO_TEST_CASE(attention_against_reference_all_masks) {
   tensor<double, Lq, Dv> br = attention(Q, K, V, causal_bottom_right);
   tensor<double, Lq, Dv> pad = attention(Q, K, V, key_padding<4>);
   tensor<double, Lq, Dv> rt = attention(Q, K, V, key_lengths(len));
-  tensor<double, Lq, Dv> bm = attention(Q, K, V, M);
-  tensor<double, Lq, Dv> two = attention(Q, K, V, causal, M);
+  tensor<double, Lq, Dv> bm = attention(Q, K, V, allowed(M));
+  tensor<double, Lq, Dv> two = attention(Q, K, V, causal, allowed(M));
 
   check_close(none, naive::attention(q, k, v, Lq, Lk, D, Dv, [](auto, auto) { return true; }), 1e-14);
   check_close(tl, naive::attention(q, k, v, Lq, Lk, D, Dv, [](auto i, auto j) { return j <= i; }), 1e-14);

@@ -54,8 +54,8 @@ BOOST_AUTO_TEST_CASE(rank4_batch_heads_every_mask) {
   check(attention(Q, K, V, causal_bottom_right), [](auto, auto i, auto j) { return j <= i + Lk - Lq; }, "bottom-right");
   check(attention(Q, K, V, key_padding<11>), [](auto, auto, auto j) { return j < 11; }, "key_padding");
   check(attention(Q, K, V, key_lengths(lens)), [&](auto b, auto, auto j) { return j < lens[b]; }, "key_lengths");
-  check(attention(Q, K, V, M), [&](auto b, auto i, auto j) { return M(b, 0, i, j); }, "boolean (B,1,Lq,Lk)");
-  check(attention(Q, K, V, causal, key_lengths(lens), M), [&](auto b, auto i, auto j) { return j <= i && j < lens[b] && M(b, 0, i, j); },
+  check(attention(Q, K, V, allowed(M)), [&](auto b, auto i, auto j) { return M(b, 0, i, j); }, "boolean (B,1,Lq,Lk)");
+  check(attention(Q, K, V, causal, key_lengths(lens), allowed(M)), [&](auto b, auto i, auto j) { return j <= i && j < lens[b] && M(b, 0, i, j); },
         "causal + lengths + boolean");
 }
 

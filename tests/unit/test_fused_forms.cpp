@@ -117,7 +117,7 @@ using S = decltype(q * transpose(k));
 inline constexpr std::size_t len[1] = {3};
 
 static_assert(is_fused_v<decltype(attention(q, k, v))>);
-static_assert(is_fused_v<decltype(attention(q, k, v, causal, key_padding<9>, m, additive(a)))>);
+static_assert(is_fused_v<decltype(attention(q, k, v, causal, key_padding<9>, allowed(m), additive(a)))>);
 static_assert(is_fused_v<decltype(softmax(scale(scale(q * transpose(k), 0.5f), 0.25f)) * v)>);
 static_assert(is_fused_v<decltype(softmax(temperature(scale(q * transpose(k), 0.5f), 0.7f)) * v)>);
 static_assert(is_fused_v<decltype(softmax(-(q * transpose(k))) * v)>);
@@ -159,9 +159,9 @@ BOOST_AUTO_TEST_CASE(fill_values_and_mask_orders) {
   const float s = 0.25f;
   const auto S = scale(f.Q * transpose(f.K), s);
   agree(softmax(mask(S, causal, -1e9f)) * f.V, f.problem({mul(s), causal_tl(-1e9f)}), "causal, fill -1e9");
-  agree(softmax(mask(mask(S, f.M, -1e4f), causal)) * f.V, f.problem({mul(s), f.boolean(-1e4f), causal_tl(ninf)}),
+  agree(softmax(mask(mask(S, allowed(f.M), -1e4f), causal)) * f.V, f.problem({mul(s), f.boolean(-1e4f), causal_tl(ninf)}),
         "boolean (-1e4), then causal (-inf)");
-  agree(softmax(mask(mask(S, causal), f.M, 3.0f)) * f.V, f.problem({mul(s), causal_tl(ninf), f.boolean(3.0f)}),
+  agree(softmax(mask(mask(S, causal), allowed(f.M), 3.0f)) * f.V, f.problem({mul(s), causal_tl(ninf), f.boolean(3.0f)}),
         "causal, then boolean with a fill above the scores");
   agree(softmax(mask(mask(S, additive(f.A)), causal_bottom_right)) * f.V,
         f.problem({mul(s), f.bias(), causal_br(ninf)}), "additive, then bottom-right causal");

@@ -205,12 +205,15 @@ BOOST_AUTO_TEST_CASE(comparisons_and_where) {
   const tensor<float, 2, 3> w2 = where(lt, b, a);
   BOOST_TEST(w2(0, 0) == 2.f);
   BOOST_TEST(w2(1, 0) == 4.f);
-  // a comparison as an attention mask: keys whose score is below 0 are blocked (vs the same mask as a tensor)
+  // a comparison as an attention mask: keys whose score is below 0 are blocked (vs the same mask as a tensor,
+  // and vs the opposite comparison said as blocked)
   tensor<double, 3, 4> s{{1, -1, 2, 0.5}, {-3, -2, 1, 1}, {0.5, 0.25, -0.5, 3}};
-  const tensor<double, 3, 4> p1 = softmax(mask(s, s >= 0.0));
+  const tensor<double, 3, 4> p1 = softmax(mask(s, allowed(s >= 0.0)));
   const tensor<bool, 3, 4> m = s >= 0.0;
-  const tensor<double, 3, 4> p2 = softmax(mask(s, m));
+  const tensor<double, 3, 4> p2 = softmax(mask(s, allowed(m)));
+  const tensor<double, 3, 4> p3 = softmax(mask(s, blocked(s < 0.0)));
   for (std::size_t i = 0; i < 12; ++i) BOOST_TEST(p1.data()[i] == p2.data()[i]);
+  for (std::size_t i = 0; i < 12; ++i) BOOST_TEST(p1.data()[i] == p3.data()[i]);
   BOOST_TEST(p1(0, 1) == 0.0);
   double row = 0;
   for (std::size_t j = 0; j < 4; ++j) row += p1(1, j);

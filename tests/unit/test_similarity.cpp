@@ -313,11 +313,11 @@ BOOST_AUTO_TEST_CASE(attention_with_masks) {
   check_close(o4, ref_attention(sc, v, 2, 5, 7, 3, [&](auto b, auto i, auto j) { return j >= lens[b] || j > i; }), 1e-14);
 
   // a boolean (1, 7) mask broadcast over batch and queries
-  tensor<bool, 1, 7> allowed{{true, false, true, true, false, true, true}};
-  tensor<double, 2, 5, 7> w5 = softmax(mask(rbf_scores(Q, K, 0.5), allowed));
+  tensor<bool, 1, 7> keep{{true, false, true, true, false, true, true}};
+  tensor<double, 2, 5, 7> w5 = softmax(mask(rbf_scores(Q, K, 0.5), allowed(keep)));
   mat want5 = sr;
   for (std::size_t i = 0; i < want5.size(); ++i)
-    if (!allowed(0, i % 7)) want5[i] = -std::numeric_limits<double>::infinity();
+    if (!keep(0, i % 7)) want5[i] = -std::numeric_limits<double>::infinity();
   check_close(w5, naive::softmax_rows(want5, 10, 7), 1e-15);
   for (int b = 0; b < 2; ++b)
     for (int i = 0; i < 5; ++i) BOOST_TEST(w5(b, i, 1) == 0.0);

@@ -54,10 +54,13 @@ BOOST_AUTO_TEST_CASE(nn_multihead_attention_with_pytorch_masks) {
   BOOST_TEST(ew < 1e-6);
 
   // The same masks in attnx's polarity (allowed) are the negations: the same output.
-  tensor<bool, 5, 5> am_allowed = blocked(am);
+  tensor<bool, 5, 5> am_allowed;
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 5; ++j) am_allowed(i, j) = !am(i, j);
   const tensor<float, 2, 5, 16> y2 = m(x, allowed(am_allowed), blocked(kpm));
   BOOST_TEST(max_err(y2, want) < 2e-6);
-  // Passed without saying which (PyTorch's mask read as attnx's): a different result, which is why the helpers exist.
+  // PyTorch's mask said to be in the other polarity: a different result. Passed unwrapped, a bool mask is a compile
+  // error (compile_fail mask_needs_polarity), so the polarity is always written where the mask is used.
   const tensor<float, 2, 5, 16> wrong = m(x, allowed(am), blocked(kpm));
   BOOST_TEST(max_err(wrong, want) > 1e-2);
 }

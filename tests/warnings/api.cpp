@@ -92,12 +92,12 @@ void expressions() {
   tensor<float, seq<6>, d_v<4>> o2 = attention(qs, ks, vs);
   tensor<float, seq<6>, d_v<4>> o3 = attention(qs, ks, vs, causal);
   tensor<float, seq<6>, d_v<4>> o4 = attention(qs, ks, vs, causal_bottom_right, key_padding<5>);
-  tensor<bool, seq<6>, seq<6>> allowed = tensor<bool, seq<6>, seq<6>>::generate([](std::size_t r0, std::size_t c0) { return c0 <= r0 + 1; });
+  tensor<bool, seq<6>, seq<6>> keep = tensor<bool, seq<6>, seq<6>>::generate([](std::size_t r0, std::size_t c0) { return c0 <= r0 + 1; });
   tensor<float, seq<6>, seq<6>> bias = tensor<float, seq<6>, seq<6>>::generate([](std::size_t r0, std::size_t c0) { return -0.1f * float(c0 + r0); });
-  tensor<float, seq<6>, d_v<4>> o5 = attention(qs, ks, vs, allowed, additive(bias));
+  tensor<float, seq<6>, d_v<4>> o5 = attention(qs, ks, vs, allowed(keep), additive(bias));
   tensor<float, seq<6>, d_v<4>> o6 = softmax(mask(scaled_scores(qs, ks), causal, -1e9f)) * vs;
   tensor<float, seq<6>, seq<6>> aw = attention_weights(qs, ks, causal);
-  tensor<float, seq<6>, seq<6>> ms = mask(sc, allowed);
+  tensor<float, seq<6>, seq<6>> ms = mask(sc, blocked(keep));
   tensor<float, seq<6>, seq<6>> ma = mask(sc, additive(bias));
   // o1 scales by 0.5 = 1/sqrt(d_k): attention's own scale. Row 0 of a causal attention (either alignment,
   // as L_q = L_k) sees key 0 only. Row 0 of o5 sees keys 0 and 1: a convex mix of their values.

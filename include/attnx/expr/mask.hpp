@@ -5,7 +5,9 @@
 //   mask(S, causal_bottom_right)  iff j <= i + (L_k - L_q)                       (FlashAttention-2)
 //   mask(S, key_padding<3>)       keys j >= 3 blocked (compile-time valid length)
 //   mask(S, key_lengths(lens))    keys j >= lens[b] blocked for batch item b (run-time lengths)
-//   mask(S, M)                    M an expression of bool, true = allowed, broadcast to S's shape
+//   mask(S, allowed(M))           M an expression of bool, true = the key is attended to, broadcast to S's shape
+//   mask(S, blocked(M))           M an expression of bool, true = the key is masked out (PyTorch's bool
+//                                 attn_mask and key_padding_mask), broadcast to S's shape
 //   mask(S, additive(M))          S + M (M of 0 and -inf, or any bias), broadcast to S's shape
 // Masks compose: mask(mask(S, causal), key_lengths(lens)).
 #pragma once
@@ -213,9 +215,9 @@ constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_l
   return detail::make_masked<ok>(std::forward<A>(a), m, fill);
 }
 
-// A boolean mask's polarity, said explicitly. attnx's masks are true = allowed (the key is attended to);
-// PyTorch's bool attn_mask and key_padding_mask are true = blocked. allowed(m) is m; blocked(m) is its negation,
-// so a PyTorch mask is passed as blocked(m) and its meaning is written where it is used.
+// A boolean mask's polarity, said explicitly: a bool expression is a mask only through allowed(m) (true = the
+// key is attended to) or blocked(m) (true = masked out: PyTorch's bool attn_mask and key_padding_mask), so a
+// mask of one meaning cannot be read as the other. blocked(m) is stored as allowed(!m).
 namespace rules {
 template <class M, bool Quiet = false>
 constexpr bool check_polarity_operand() {
@@ -228,43 +230,62 @@ constexpr bool check_polarity_operand() {
 template <expression M>
 constexpr auto allowed(M&& m) {
   constexpr bool ok = rules::check_polarity_operand<M, failed_v<M>>();
-  if constexpr (!ok || failed_v<M>) return failed_expr<bool, shape_of_t<M>>{};
-  else return store(std::forward<M>(m));
+  if constexpr (!ok || failed_v<M>) return bool_mask<failed_expr<bool, shape_of_t<M>>>{};
+  else return bool_mask<stored_t<M>>{store(std::forward<M>(m))};
 }
 template <expression M>
 constexpr auto blocked(M&& m) {
   constexpr bool ok = rules::check_polarity_operand<M, failed_v<M>>();
-  if constexpr (!ok || failed_v<M>) return failed_expr<bool, shape_of_t<M>>{};
-  else return unary_expr<ops::logical_not, stored_t<M>>(store(std::forward<M>(m)));
+  if constexpr (!ok || failed_v<M>) {
+    return bool_mask<failed_expr<bool, shape_of_t<M>>>{};
+  } else {
+    using N = unary_expr<ops::logical_not, stored_t<M>>;
+    return bool_mask<N>{N(store(std::forward<M>(m)))};
+  }
 }
 template <class M>
   requires any_foreign<M>
 constexpr auto allowed(M&&) {
-  return foreign_arguments<M>();
+  return bool_mask<decltype(foreign_arguments<M>())>{foreign_arguments<M>()};
 }
 template <class M>
   requires any_foreign<M>
 constexpr auto blocked(M&&) {
-  return foreign_arguments<M>();
+  return bool_mask<decltype(foreign_arguments<M>())>{foreign_arguments<M>()};
 }
 
-template <expression A, expression M>
-constexpr auto mask(A&& a, M&& m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+template <expression A, class M>
+constexpr auto mask(A&& a, bool_mask<M> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   using S = shape_of_t<A>;
   constexpr bool quiet = any_failed_v<A, M>;
   constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
-  constexpr bool bool_ok = std::is_same_v<value_t<M>, bool>;
-  static_assert(quiet || !rank_ok || bool_ok ||
-                    error::holds<error::mask_must_be_boolean<error::rank<shape_of_t<M>::rank>>>,
-                "attnx: mask: a mask expression must have bool elements (true = allowed); use additive(M) for a bias");
-  constexpr bool shape_ok = rules::check_mask_shape<S, shape_of_t<M>, quiet || !rank_ok || !bool_ok>();
-  if constexpr (quiet || !rank_ok || !bool_ok || !shape_ok) {
+  constexpr bool shape_ok = rules::check_mask_shape<S, shape_of_t<M>, quiet || !rank_ok>();
+  if constexpr (quiet || !rank_ok || !shape_ok) {
     return failed_expr<value_t<A>, S>{};
   } else {
-    if constexpr (!S::is_static || !shape_of_t<M>::is_static) rules::check_mask_dims<S, shape_of_t<M>>(dims_of(a), dims_of(m));
-    using K = bool_mask<stored_t<M>>;
-    return masked_expr<stored_t<A>, K>(store(std::forward<A>(a)), K{store(std::forward<M>(m))}, fill);
+    if constexpr (!S::is_static || !shape_of_t<M>::is_static) rules::check_mask_dims<S, shape_of_t<M>>(dims_of(a), dims_of(m.mask));
+    return masked_expr<stored_t<A>, bool_mask<M>>(store(std::forward<A>(a)), std::move(m), fill);
   }
+}
+
+// An expression as the mask itself: of bool, its polarity is not said (one error naming allowed / blocked);
+// of any other type, it is no mask (one error naming additive(M) for a bias).
+template <expression A, expression M>
+constexpr auto mask(A&& a, M&&, value_t<A> = {}) {
+  using S = shape_of_t<A>;
+  constexpr bool quiet = any_failed_v<A, M>;
+  constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
+  constexpr bool is_bool = std::is_same_v<value_t<M>, bool>;
+  static_assert(quiet || !rank_ok || !is_bool ||
+                    error::holds<error::bool_mask_needs_polarity<error::rank<shape_of_t<M>::rank>>>,
+                "attnx: mask: a bool mask must say its polarity: allowed(m) (true = attend to the key) or blocked(m) "
+                "(true = masked out, as PyTorch's bool attn_mask and key_padding_mask)");
+  static_assert(quiet || !rank_ok || is_bool ||
+                    error::holds<error::mask_must_be_boolean<error::rank<shape_of_t<M>::rank>>>,
+                "attnx: mask: a mask expression must have bool elements (wrapped in allowed(m) or blocked(m)); use "
+                "additive(M) for a bias");
+  (void)a;
+  return failed_expr<value_t<A>, S>{};
 }
 
 namespace detail {
@@ -278,6 +299,8 @@ template <>
 inline constexpr bool is_mask_kind<key_lengths_mask> = true;
 template <class M>
 inline constexpr bool is_mask_kind<additive_mask<M>> = true;
+template <class M>
+inline constexpr bool is_mask_kind<bool_mask<M>> = true;
 }  // namespace detail
 
 // Scores or a mask of a foreign type (a std::vector<bool> as a mask, say): one error saying how to wrap it.

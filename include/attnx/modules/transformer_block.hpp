@@ -33,7 +33,7 @@ namespace attnx::nn {
 
 enum class norm_position { pre, post };
 
-// The memory of a cross-attention sub-layer and its masks (key_lengths(...), key_padding<N>, bool tensors): an lvalue
+// The memory of a cross-attention sub-layer and its masks (key_lengths(...), key_padding<N>, allowed(m) / blocked(m)): an lvalue
 // memory is referred to, an rvalue moved in; the masks are copied (key_lengths refers to the caller's lengths).
 template <class M, class... Masks>
 struct cross_memory {

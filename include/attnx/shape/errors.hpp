@@ -89,6 +89,7 @@ template <class... Facts> struct mask_extents_differ { static constexpr bool val
 template <class... Facts> struct mask_axes_differ { static constexpr bool value = false; };
 template <class... Facts> struct mask_needs_rank_2_scores { static constexpr bool value = false; };
 template <class... Facts> struct mask_must_be_boolean { static constexpr bool value = false; };
+template <class... Facts> struct bool_mask_needs_polarity { static constexpr bool value = false; };
 template <class... Facts> struct key_length_exceeds_keys { static constexpr bool value = false; };
 template <class... Facts> struct softmax_axis_is_not_last { static constexpr bool value = false; };
 template <class... Facts> struct softmax_needs_rank_1 { static constexpr bool value = false; };
