@@ -275,6 +275,44 @@ void encoder_decoder_case() {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t t = 0; t < 2; ++t)
       for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(out2(b, t, j) - y(b, t, j)) < 1e-12);
+
+  // The memory's keys and values projected once into a cache, item by item at its own length, then read by every
+  // step of the whole batch (one token each), by steps of one item, and by forward: forward's rows every time.
+  kv_cache<double, H, D / H> mem_cache(B, Ls);
+  for (std::size_t b = 0; b < B; ++b)
+    dec.cross_attn.project_memory(view<const double, dyn, D>(memory.data() + b * Ls * D, lens[b]), mem_cache, b);
+  BOOST_TEST(mem_cache.length(0) == 5u);
+  BOOST_TEST(mem_cache.length(1) == 3u);
+  kv_cache<double, H, D / H> cache3(B, Lt), cache4(B, Lt);
+  double err_cached = 0;
+  for (std::size_t t = 0; t < Lt; ++t) {
+    const tensor<double, B, 1, D> step_in = slice<1>(xt, t, 1);
+    const tensor<double, B, 1, D> out = dec.step(step_in, cache3, nn::cross(mem_cache));
+    for (std::size_t b = 0; b < B; ++b) {
+      for (std::size_t j = 0; j < D; ++j) err_cached = std::max(err_cached, std::abs(out(b, 0, j) - y(b, t, j)));
+      tensor<double, dyn, D> row(1);
+      for (std::size_t j = 0; j < D; ++j) row(0, j) = xt(b, t, j);
+      const tensor<double, dyn, D> one = dec.step(row, cache4, nn::cross(mem_cache), b);
+      for (std::size_t j = 0; j < D; ++j) err_cached = std::max(err_cached, std::abs(one(0, j) - y(b, t, j)));
+    }
+  }
+  const tensor<double, B, Lt, D> y_cached = dec.forward(xt, nn::cross(mem_cache), causal);
+  for (std::size_t i = 0; i < y.numel(); ++i) err_cached = std::max(err_cached, std::abs(y_cached.data()[i] - y.data()[i]));
+  BOOST_TEST_MESSAGE("decoder over a projected memory: " << err_cached);
+  BOOST_TEST(err_cached < 1e-12);
+  // the whole batch's memory projected at once (every item Ls rows): the same as the memory without masks
+  kv_cache<double, H, D / H> full(B, Ls);
+  dec.cross_attn.project_memory(memory, full);
+  const tensor<double, B, Lt, D> y_full = dec.forward(xt, nn::cross(memory), causal);
+  const tensor<double, B, Lt, D> y_full_cached = dec.forward(xt, nn::cross(full), causal);
+  for (std::size_t i = 0; i < y.numel(); ++i) BOOST_TEST(std::abs(y_full_cached.data()[i] - y_full.data()[i]) < 1e-12);
+  BOOST_TEST(std::abs(y_full(1, 0, 0) - y(1, 0, 0)) > 1e-6);  // (item 1's padding rows are read here)
+  // run-time rules: a full memory cache appends nothing; a batch of the wrong size
+  BOOST_CHECK_THROW(dec.cross_attn.project_memory(memory, full), std::length_error);
+  BOOST_TEST(full.length(0) == Ls);
+  const tensor<double, 1, 1, D> lone{};
+  BOOST_CHECK_THROW((void)dec.cross_attn.attend_memory(lone, full), extent_error);
+  BOOST_CHECK_THROW((void)dec.cross_attn.attend_memory(tensor<double, 1, D>{}, full, 2), std::out_of_range);
 }
 BOOST_AUTO_TEST_CASE(encoder_decoder_pre_norm) { encoder_decoder_case<nn::norm_position::pre>(); }
 BOOST_AUTO_TEST_CASE(encoder_decoder_post_norm) { encoder_decoder_case<nn::norm_position::post>(); }

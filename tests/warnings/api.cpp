@@ -97,14 +97,15 @@ void expressions() {
   tensor<float, seq<6>, d_v<4>> o5 = attention(qs, ks, vs, allowed(keep), additive(bias));
   tensor<float, seq<6>, d_v<4>> o6 = softmax(mask(scaled_scores(qs, ks), causal, -1e9f)) * vs;
   tensor<float, seq<6>, seq<6>> aw = attention_weights(qs, ks, causal);
-  tensor<float, seq<6>, seq<6>> ms = mask(sc, blocked(keep));
+  tensor<float, seq<6>, seq<6>> ms = mask(sc, allowed(keep));
+  tensor<float, seq<6>, seq<6>> mb = mask(sc, blocked(sc > 1e30f));  // nothing blocked
   tensor<float, seq<6>, seq<6>> ma = mask(sc, additive(bias));
   // o1 scales by 0.5 = 1/sqrt(d_k): attention's own scale. Row 0 of a causal attention (either alignment,
   // as L_q = L_k) sees key 0 only. Row 0 of o5 sees keys 0 and 1: a convex mix of their values.
   expect(std::abs(o3(0, 1) - vs(0, 1)) < 1e-5f && aw(0, 1) == 0.f && std::abs(o1(3, 2) - o2(3, 2)) < 1e-5f, "causal attention");
   const bool mixed = std::min(vs(0, 2), vs(1, 2)) - 1e-5f <= o5(0, 2) && o5(0, 2) <= std::max(vs(0, 2), vs(1, 2)) + 1e-5f;
   expect(std::abs(o4(0, 3) - vs(0, 3)) < 1e-5f && mixed && std::abs(o6(4, 2) - o3(4, 2)) < 1e-4f && ms(0, 5) < 0 &&
-             ms(2, 1) == sc(2, 1) && std::abs(ma(1, 2) - (sc(1, 2) - 0.3f)) < 1e-5f,
+             ms(2, 1) == sc(2, 1) && mb(0, 5) == sc(0, 5) && std::abs(ma(1, 2) - (sc(1, 2) - 0.3f)) < 1e-5f,
          "masks");
 
   // batches, heads, key lengths
@@ -397,6 +398,14 @@ void layers() {
   const auto c1 = dec.forward(x, nn::cross(mem), causal);
   const auto c2 = dec.step(slice<0, 0, 2>(x), dec_cache, nn::cross(mem), 0);
   expect(std::isfinite(c1(4, 7) + c2(1, 7)), "cross-attention");
+  // the memory projected once: read by forward, step and the module's attend_memory
+  kv_cache<float, 2, 4> mem_cache(1, 8), dec_cache2(1, 8);
+  dec.cross_attn.project_memory(mem, mem_cache, 0);
+  const auto c3 = dec.forward(x, nn::cross(mem_cache), causal);
+  const auto c4 = dec.step(slice<0, 0, 2>(x), dec_cache2, nn::cross(mem_cache), 0);
+  const auto c5 = dec.cross_attn.attend_memory(x, mem_cache, 0);
+  expect(std::abs(c3(4, 7) - c1(4, 7)) < 1e-4f && std::abs(c4(1, 7) - c2(1, 7)) < 1e-4f && std::isfinite(c5(4, 7)),
+         "cross-attention over a projected memory");
 }
 
 }  // namespace

@@ -185,15 +185,16 @@ inline constexpr bool is_kv_cache_v<kv_cache<T, G, Dk, Dv, S>> = true;
 namespace detail {
 // Attention of n new query rows per item over the cache, causal within each item's own length (the
 // queries are each item's last n tokens): q and out as strided stacks (b, h, i), items [b0, b0 + batch).
+// causal_order = false: every query row sees every key its item holds (a cross-attention memory).
 template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
-                  kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx) {
+                  kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true) {
   if (batch == 0 || n == 0) return;
   std::vector<std::size_t> lens(batch);
   std::size_t lk = 0;
   for (std::size_t b = 0; b < batch; ++b) {
     lens[b] = cache.length(b0 + b);
-    if (lens[b] < n)
+    if (causal_order && lens[b] < n)
       detail::throw_extent_error("attend: every query row must be one of the cache's tokens (append first)", "cache_length",
                                  lens[b], "query_rows", n);
     lk = std::max(lk, lens[b]);
@@ -209,7 +210,9 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   p.lk = lk;
   p.dk = Cache::d_k;
   p.dv = Cache::d_v;
-  p.multiply(scale).causal_lengths(lens.data());
+  p.multiply(scale);
+  if (causal_order) p.causal_lengths(lens.data());
+  else p.key_lengths(lens.data());  // every key an item holds (a memory: no causal order)
   kernels::flash_attention(p, ctx);
 }
 }  // namespace detail

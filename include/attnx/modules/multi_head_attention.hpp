@@ -434,7 +434,114 @@ class multi_head_attention {
     }
   }
 
+  // ---- cross-attention over a memory projected once (a decoder reading an encoder's output) ------------
+  // project_memory(memory, cache): memory (B, L_m, d_model), B = the cache's batch: projects the memory's keys
+  // and values (W_K, W_V and their biases; never rotated) and appends them to the cache, once per memory rather
+  // than at every decoding step. project_memory(memory, cache, b): memory (L_m, d_model), item b only, so items
+  // may hold memories of different lengths (no padding to mask). Reset the cache before a new memory.
+  // attend_memory(x, cache): x (B, n, d_model): projects the queries and attends each row over every key its
+  // item holds (no causal order); returns (B, n, d_model), evaluated: mha(x, memory) with each item's memory
+  // (key_lengths where items differ). attend_memory(x, cache, b): x (n, d_model) against item b's memory.
+  template <expression M, class Cache>
+    requires is_kv_cache_v<Cache>
+  void project_memory(const M& memory, Cache& cache, const context& ctx = current_context()) const {
+    constexpr bool memory_rank_ok = shape_of_t<M>::rank == 3;
+    static_assert(memory_rank_ok, "attnx: multi_head_attention::project_memory: the memory must be (B, L_m, d_model) (or (L_m, d_model) with a batch item)");
+    if constexpr (memory_rank_ok && memory_cache_ok<M, Cache>()) memory_run(memory, cache, 0, ctx, true);
+  }
+  template <expression M, class Cache>
+    requires is_kv_cache_v<Cache>
+  void project_memory(const M& memory, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
+    constexpr bool memory_rank_ok = shape_of_t<M>::rank == 2;
+    static_assert(memory_rank_ok, "attnx: multi_head_attention::project_memory: with a batch item, the memory must be (L_m, d_model)");
+    if constexpr (memory_rank_ok && memory_cache_ok<M, Cache>()) memory_run(memory, cache, b, ctx, false);
+  }
+  template <expression X, class Cache>
+    requires is_kv_cache_v<Cache>
+  auto attend_memory(const X& x, const Cache& cache, const context& ctx = current_context()) const {
+    constexpr bool input_rank_ok = shape_of_t<X>::rank == 3;
+    static_assert(input_rank_ok, "attnx: multi_head_attention::attend_memory: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
+    if constexpr (input_rank_ok && memory_cache_ok<X, Cache>()) {
+      return attend_memory_run(x, cache, 0, ctx, true);
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    }
+  }
+  template <expression X, class Cache>
+    requires is_kv_cache_v<Cache>
+  auto attend_memory(const X& x, const Cache& cache, std::size_t b, const context& ctx = current_context()) const {
+    constexpr bool input_rank_ok = shape_of_t<X>::rank == 2;
+    static_assert(input_rank_ok, "attnx: multi_head_attention::attend_memory: with a batch item, x must be (n, d_model)");
+    if constexpr (input_rank_ok && memory_cache_ok<X, Cache>()) {
+      return attend_memory_run(x, cache, b, ctx, false);
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    }
+  }
+
  private:
+
+  // The rules of project_memory and attend_memory (after their rank rule): the cache's types, the input's features.
+  template <class Cache>
+  static constexpr bool memory_cache_types_ok() {  // (one instance per cache type: one error however many calls)
+    constexpr bool ok = std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads &&
+                        Cache::d_k == d_k && Cache::d_v == d_v;
+    static_assert(ok, "attnx: multi_head_attention::project_memory / attend_memory: the cache must have the module's T, kv_heads, d_k and d_v");
+    return ok;
+  }
+  template <class X, class Cache>
+  static constexpr bool memory_cache_ok() {
+    constexpr bool cache_ok = memory_cache_types_ok<Cache>();
+    static_assert(!cache_ok || features_ok<shape_of_t<X>>,
+                  "attnx: multi_head_attention::project_memory / attend_memory: the input's feature extent (its last axis) must equal d_model");
+    return cache_ok && features_ok<shape_of_t<X>> && well_formed;
+  }
+  template <class M, class Cache>
+  void memory_run(const M& memory, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
+    const auto [nb, n] = batch_rows(memory, cache, all, true, "multi_head_attention::project_memory: the memory's batch extent must be the cache's");
+    for (std::size_t b = 0; b < nb; ++b) cache.check_room(b0 + b, n);  // before anything is appended
+    const basic_tensor<T, shape_of_t<M>> dense = memory;
+    const rows_view rows(dense.data(), nb * n);
+    const tensor<T, dyn, kv_heads * d_k> k = evaluate(project(rows, w_k, b_k), ctx);
+    const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(rows, w_v, b_v), ctx);
+    for (std::size_t b = 0; b < nb; ++b)
+      cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
+  }
+  template <class X, class Cache>
+  auto attend_memory_run(const X& x, const Cache& cache, std::size_t b0, const context& ctx, bool all) const {
+    const auto [nb, n] = batch_rows(x, cache, all, false, "multi_head_attention::attend_memory: x's batch extent must be the cache's");
+    if (!all) (void)cache.length(b0);  // an item past the batch throws std::out_of_range
+    const basic_tensor<T, shape_of_t<X>> dense_x = x;
+    const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), nb * n), w_q, b_q), ctx);
+    return attend_over_cache<shape_of_t<X>>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/false);
+  }
+  // The rows of x (B, n, d_model) (all) or (n, d_model) as a (B n, d_model) matrix.
+  using rows_view = basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>;
+  // x's item count and rows per item, after its run-time rules (features; the cache's batch when all).
+  template <class X, class Cache>
+  static std::pair<std::size_t, std::size_t> batch_rows(const X& x, const Cache& cache, bool all, bool memory,
+                                                        const char* batch_rule) {
+    check_features(x, memory ? "memory" : "input", memory ? "memory_features" : "input_features");
+    const auto d = dims_of(x);
+    const std::size_t nb = all ? d[0] : 1, n = d[shape_of_t<X>::rank - 2];
+    if (all && nb != cache.batch())
+      detail::throw_extent_error(batch_rule, memory ? "memory_batch" : "input_batch", nb, "cache_batch", cache.batch());
+    return {nb, n};
+  }
+  // The n query rows of items [b0, b0 + nb) (q: (nb n, heads d_k)) over the cache, then W_O: x's shape SX with dims d.
+  template <class SX, class Q, class Cache>
+  auto attend_over_cache(const Q& q, const Cache& cache, std::size_t b0, std::size_t nb, std::size_t n,
+                         const dims_t<SX::rank>& d, const context& ctx, bool causal_order) const {
+    tensor<T, dyn, heads * d_v> merged(nb * n);
+    const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
+    const kernels::strided<const T> qs{q.data(), sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
+    const kernels::strided<T> os{merged.data(), sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
+    detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order);
+    basic_tensor<T, output_placeholder<SX>> out(d, uninitialized);
+    assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), nb * n), project(merged, w_o, b_o),
+           ctx);
+    return out;
+  }
   template <class X, class Cache>
   auto step_impl(const X& x, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
     using SX = shape_of_t<X>;
@@ -452,31 +559,18 @@ class multi_head_attention {
   template <class X, class Cache>
   auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
     using SX = shape_of_t<X>;
-    check_features(x, "input", "input_features");
-    const auto d = dims_of(x);
-    const std::size_t nb = all ? d[0] : 1, n = d[SX::rank - 2];
-    if (all && nb != cache.batch())
-      detail::throw_extent_error("multi_head_attention::step: x's batch extent must be the cache's", "input_batch", nb,
-                                 "cache_batch", cache.batch());
+    const auto [nb, n] = batch_rows(x, cache, all, false, "multi_head_attention::step: x's batch extent must be the cache's");
     for (std::size_t b = 0; b < nb; ++b) cache.check_room(b0 + b, n);  // before anything is appended
     // x's rows as (B n, d_model), in place when x is a tensor or view, else evaluated once.
     const basic_tensor<T, SX> dense_x = x;
-    const basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>> xr(dense_x.data(), nb * n);
+    const rows_view xr(dense_x.data(), nb * n);
     tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
     const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
     if constexpr (Opt.rope != rope_style::none) rotate_rows(q, k, cache, b0, nb, n);
     for (std::size_t b = 0; b < nb; ++b)
       cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
-    tensor<T, dyn, heads * d_v> merged(nb * n);
-    const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
-    const kernels::strided<const T> qs{q.data(), sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
-    const kernels::strided<T> os{merged.data(), sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-    detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx);
-    basic_tensor<T, output_placeholder<SX>> out(d, uninitialized);
-    assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), nb * n), project(merged, w_o, b_o),
-           ctx);
-    return out;
+    return attend_over_cache<SX>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/true);
   }
 
   // RoPE in step: item b's new rows are at positions length(b), ..., length(b) + n - 1 (before they are appended).

@@ -15,7 +15,9 @@
 //   post-norm:  h = ln_1(x + attn(x, masks...));  h = ln_x(h + cross_attn(h, m, memory masks...));  y = ln_2(h + mlp(h))
 // The memory and its masks travel together: forward(x, nn::cross(memory, key_lengths(src)), causal) and
 // step(x, cache, nn::cross(memory)[, b]) (with a batch item b, memory is that item's (L_m, D)). cross_attn has the
-// block's heads and options without RoPE. In step the memory's keys and values are projected at every call.
+// block's heads and options without RoPE. nn::cross(memory) projects the memory's keys and values at every call;
+// for decoding, project them once into a KV cache, cross_attn.project_memory(memory, memory_cache), and pass
+// nn::cross(memory_cache) (the same values, no projection per token).
 #pragma once
 
 #include <cstddef>
@@ -45,11 +47,39 @@ constexpr auto cross(M&& memory, Masks&&... masks) {
   using stored = std::conditional_t<std::is_lvalue_reference_v<M>, const std::remove_reference_t<M>&, std::remove_cvref_t<M>>;
   return cross_memory<stored, std::decay_t<Masks>...>{std::forward<M>(memory), {std::forward<Masks>(masks)...}};
 }
+// A memory whose keys and values the block's cross-attention has projected once into a KV cache
+// (block.cross_attn.project_memory(memory, memory_cache)): forward(x, nn::cross(memory_cache), masks...) and
+// step(x, cache, nn::cross(memory_cache)[, b]) read them instead of projecting the memory at every call. Each
+// item's keys are the ones it holds, so no memory masks. The cache is referred to (it must outlive the call).
+template <class Cache>
+struct cross_cached {
+  const Cache* cache;
+};
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
+constexpr auto cross(const kv_cache<T, G, Dk, Dv, S>& memory_cache) {
+  return cross_cached<kv_cache<T, G, Dk, Dv, S>>{&memory_cache};
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
+void cross(kv_cache<T, G, Dk, Dv, S>&&) = delete;  // a temporary cache would be gone before the call reads it
 namespace detail {
 template <class A>
 inline constexpr bool is_cross_memory = false;
 template <class M, class... Masks>
 inline constexpr bool is_cross_memory<cross_memory<M, Masks...>> = true;
+template <class C>
+inline constexpr bool is_cross_memory<cross_cached<C>> = true;
+// A cached memory as the block's sub-layers read it, under the call's context: a batched input (B, n, D) against the
+// whole batch, an input (n, D) against item `item` (step's batch item, or 0 for an unbatched forward).
+template <class C>
+struct cached_cross {
+  const C* cache;
+  std::size_t item;
+  const context* ctx;
+};
+template <class C>
+inline constexpr bool is_cached_cross = false;
+template <class C>
+inline constexpr bool is_cached_cross<cached_cross<C>> = true;
 template <class... A>
 inline constexpr bool first_is_cross = false;
 template <class A, class... R>
@@ -119,6 +149,16 @@ struct transformer_block {
             const context& ctx = current_context()) const {
     return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, c, ctx);
   }
+  template <expression X, class Cache, class C>
+  auto step(const X& x, Cache& cache, const cross_cached<C>& c, const context& ctx = current_context()) const {
+    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
+                                                  detail::cached_cross<C>{c.cache, 0, &ctx}, ctx);
+  }
+  template <expression X, class Cache, class C>
+  auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::size_t b, const context& ctx = current_context()) const {
+    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
+                                                  detail::cached_cross<C>{c.cache, b, &ctx}, ctx);
+  }
 
  private:
   struct none {};
@@ -148,7 +188,17 @@ struct transformer_block {
     } else {
       h = ln_1(h + self_attend(h));
     }
-    if constexpr (!std::is_same_v<C, none>) {
+    if constexpr (detail::is_cached_cross<C>) {  // the memory's keys and values projected once, in a cache
+      const auto cross = [&](const auto& a) {
+        if constexpr (shape_of_t<std::remove_cvref_t<decltype(a)>>::rank == 3) return cross_attn.attend_memory(a, *c.cache, *c.ctx);
+        else return cross_attn.attend_memory(a, *c.cache, c.item, *c.ctx);
+      };
+      if constexpr (Norm == norm_position::pre) {
+        h += cross(ln_x(h));
+      } else {
+        h = ln_x(h + cross(h));
+      }
+    } else if constexpr (!std::is_same_v<C, none>) {
       std::apply(
           [&](const auto&... mk) {
             if constexpr (Norm == norm_position::pre) {
@@ -168,6 +218,10 @@ struct transformer_block {
   template <class H, class C, class... Masks>
   constexpr void forward_sublayers(H& h, const C& c, const Masks&... masks) const {
     sublayers(h, [&](const auto& a) { return attn(a, masks...); }, c);
+  }
+  template <class H, class C, class... Masks>
+  void forward_sublayers(H& h, const cross_cached<C>& c, const Masks&... masks) const {
+    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, detail::cached_cross<C>{c.cache, 0, &current_context()});
   }
   template <bool CrossOk, class X, class Attend, class C>
   auto step_impl(const X& x, const Attend& attend, const C& c, const context& ctx) const {
