@@ -32,6 +32,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
 
+# The Debian packages of the benchmarks (as root: installed when missing; otherwise the apt-get line is printed):
+# Google Benchmark, OpenBLAS and Eigen (the unfused baselines), python3-torch (PyTorch's GPT-2 beside attnx's).
+ATTNX_SCRIPT=bench.sh
+. "$ROOT/scripts/lib/packages.sh"
+ensure_packages cmake g++ git libboost-dev libbenchmark-dev libopenblas-dev libeigen3-dev python3 python3-torch
+
 REPS="${ATTNX_BENCH_REPS:-5}"
 ROUNDS="${ATTNX_BENCH_ROUNDS:-5}"
 MIN_TIME="${ATTNX_BENCH_MIN_TIME:-0.1}"
@@ -54,7 +60,8 @@ mkdir -p "$OUT"
 # --- builds (one after the other: never two builds, or a build and a run, at once) ------------------------
 common=(-DCMAKE_CXX_COMPILER="$CXX_BIN" -DATTNX_BUILD_BENCH=ON -DATTNX_BUILD_TESTS=OFF -DATTNX_BUILD_EXAMPLES=OFF)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNX_BENCH_NATIVE=ON "${common[@]}" >/dev/null
-cmake --build "$BUILD" -j 2 --target attnx_bench attnx_rss_probe attnx_scaling_probe bench_gemm bench_mha bench_dynamic bench_decode
+cmake --build "$BUILD" -j 2 --target attnx_bench attnx_rss_probe attnx_scaling_probe bench_gemm bench_mha bench_dynamic bench_decode \
+  bench_gpt2
 cmake -S . -B build/bench-default -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2" -DATTNX_BENCH_NATIVE=OFF \
   "${common[@]}" >/dev/null
 cmake --build build/bench-default -j 2 --target attnx_bench bench_gemm bench_mha
@@ -133,6 +140,15 @@ run_repeated() {
 }
 run_repeated bench_dynamic dynamic
 run_repeated bench_decode decode
+run_repeated bench_gpt2 gpt2
+# PyTorch's GPT-2 beside attnx's (Debian's python3-torch, the system Python); skipped when torch is missing.
+rm -f "$OUT/gpt2_torch.jsonl"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "+ /usr/bin/python3 scripts/bench_gpt2_torch.py --reps $((REPS * 2 - 1))"
+  env -u OPENBLAS_CORETYPE /usr/bin/python3 scripts/bench_gpt2_torch.py --reps $((REPS * 2 - 1)) | tee "$OUT/gpt2_torch.jsonl"
+else
+  echo "bench.sh: python3-torch is not installed: the GPT-2 table has no PyTorch column (apt-get install python3-torch)"
+fi
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The report needs only the standard library; the plot needs matplotlib, which may be installed
@@ -147,6 +163,7 @@ cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
   --bench "$OUT/bench.json" --rss "$OUT/rss.jsonl" --scaling "$OUT/scaling.jsonl" \
   --compare-fused "$OUT/compare_fused.json" --compare-gemm "$OUT/compare_gemm.json" \
   --compare-mha "$OUT/compare_mha.json" --baseline "$BASELINE" --dynamic "$OUT/dynamic.json" --decode "$OUT/decode.json" \
+  --gpt2 "$OUT/gpt2.json" --gpt2-torch "$OUT/gpt2_torch.jsonl" \
   --cpu "$cpu_model" \
   --compiler "$("$CXX_BIN" --version | head -n 1)" \
   --flags "main run: -O3 -march=native (CMake Release); default-flags build: -O2 only; softmax of the unfused baselines: + -ffast-math" \

@@ -8,6 +8,7 @@ implementations measured in the same run. Standard library only (matplotlib opti
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 
@@ -354,6 +355,56 @@ GGML = [  # issue 11: ggml_flash_attn_ext, L_q = 1, H = 8, d = 128, one thread, 
 ]
 
 
+
+def gpt2_comparison(path, torch_path):
+    """bench_gpt2 against scripts/bench_gpt2_torch.py: tokens per second, prefill and decode, 1 and 2 threads."""
+    out, rows = [], []
+    if not path:
+        return out, rows
+    with open(path) as f:
+        data = json.load(f)
+    runs = collections.defaultdict(list)  # (phase, threads) -> [seconds]
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        phase = b["name"].split("/")[0].replace("BM_gpt2_", "")
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+        runs[(phase, int(b["threads"]))].append(b["real_time"] * scale)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    reps = max((len(v) for v in runs.values()), default=0)
+    torch_rows, torch_version = {}, None
+    if torch_path and os.path.exists(torch_path):
+        with open(torch_path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    torch_version = r.get("torch")
+                    torch_rows[("prefill", int(r["threads"]))] = r["prefill_ms"] / 1e3
+                    torch_rows[("decode", int(r["threads"]))] = r["decode_ms"] / 1e3
+    tokens = {"prefill": 128, "decode": 1}
+    out += ["", "## GPT-2: tokens per second against PyTorch (bench_gpt2, scripts/bench_gpt2_torch.py)", "",
+            "The model of issue 12 (`models::gpt2`): 4 layers, d_model 256, 8 heads, vocabulary 4096, context 256, "
+            "float32, random weights; the same computation in PyTorch written with torch operations and a KV cache "
+            "grown by `torch.cat`, as Hugging Face's GPT-2 does, under `torch.inference_mode()`. Prefill: a "
+            "128-token prompt; decode: one token at a time with 128 to 191 tokens cached. attnx: medians of "
+            f"{reps} repetitions, wall time; PyTorch " + (torch_version or "(not installed: not measured)") +
+            ": medians of its repetitions, in the same run. `speed` = PyTorch's time / attnx's (above 1: attnx faster).",
+            "", "| phase | threads | attnx | PyTorch | speed |", "|---|---:|---:|---:|---:|"]
+    for phase in ("prefill", "decode"):
+        for t in (1, 2):
+            a = med.get((phase, t))
+            if a is None:
+                continue
+            tp = torch_rows.get((phase, t))
+            cell = lambda x: f"{x * 1e3:.3f} ms ({tokens[phase] / x:,.0f} tokens/s)"
+            ratio = tp / a if tp else None
+            out.append(f"| {phase} | {t} | {cell(a)} | {cell(tp) if tp else '–'} | {fmt(ratio, '{:.2f}×')} |")
+            if t == 1 and ratio is not None:
+                rows.append((f"GPT-2 {phase}, one thread: against PyTorch {torch_version} (reported; no target)",
+                             f"{ratio:.2f}× PyTorch's speed", None))
+    return out, rows
+
 def decode_comparison(path, run_note=""):
     """bench_decode: the decode kernel against the bandwidth floor measured in the same run, and OpenBLAS."""
     out, rows = [], []
@@ -472,6 +523,8 @@ def main():
     ap.add_argument("--dynamic", default="")
     ap.add_argument("--decode", default="")
     ap.add_argument("--decode-note", default="", help="how the decode run differs from the main one (date, commit, load)")
+    ap.add_argument("--gpt2", default="", help="bench_gpt2's JSON")
+    ap.add_argument("--gpt2-torch", default="", help="scripts/bench_gpt2_torch.py's output (JSON lines)")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--plot", default="")
     a = ap.parse_args()
@@ -505,12 +558,13 @@ def main():
     mha_md, mha_rows = mha_comparison(load_compare(a.compare_mha))
     dyn_md, dyn_rows = dynamic_comparison(a.dynamic)
     dec_md, dec_rows = decode_comparison(a.decode, a.decode_note)
+    gpt2_md, gpt2_rows = gpt2_comparison(a.gpt2, a.gpt2_torch)
     md += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
-    for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows:
+    for text, fig, met in targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows + gpt2_rows:
         md.append(f"| {text} | {fig or 'not measured'} | {'yes' if met else ('no' if met is not None else '–')} |")
     md += ["", "## Throughput", ""]
     md += tables(med, peak, Ls)
-    md += fused_md + gemm_md + mha_md + dyn_md + dec_md
+    md += fused_md + gemm_md + mha_md + dyn_md + dec_md + gpt2_md
     if rss:
         md += ["", "## Peak memory (one head, d = 64, one thread, separate processes)", "",
                "`extra` = peak RSS during the evaluation minus the peak RSS once inputs and output exist "

@@ -1,4 +1,4 @@
-# Shared by scripts/demo.sh and scripts/test.sh (sourced, not run).
+# Shared by scripts/demo.sh, scripts/test.sh and scripts/bench.sh (sourced, not run).
 # ensure_packages PKG...: checks Debian packages with dpkg; as root, installs the missing ones with
 # apt-get; otherwise prints the apt-get line and exits 1. $ATTNX_SCRIPT names the caller in messages.
 ensure_packages() {
