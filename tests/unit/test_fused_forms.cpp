@@ -118,6 +118,7 @@ inline constexpr std::size_t len[1] = {3};
 
 static_assert(is_fused_v<decltype(attention(q, k, v))>);
 static_assert(is_fused_v<decltype(attention(q, k, v, causal, key_padding<9>, allowed(m), additive(a)))>);
+static_assert(is_fused_v<decltype(attention(q, k, v, blocked(m), causal))>);  // blocked stores !m: still the kernel
 static_assert(is_fused_v<decltype(softmax(scale(scale(q * transpose(k), 0.5f), 0.25f)) * v)>);
 static_assert(is_fused_v<decltype(softmax(temperature(scale(q * transpose(k), 0.5f), 0.7f)) * v)>);
 static_assert(is_fused_v<decltype(softmax(-(q * transpose(k))) * v)>);

@@ -307,12 +307,40 @@ void encoder_decoder_case() {
   const tensor<double, B, Lt, D> y_full_cached = dec.forward(xt, nn::cross(full), causal);
   for (std::size_t i = 0; i < y.numel(); ++i) BOOST_TEST(std::abs(y_full_cached.data()[i] - y_full.data()[i]) < 1e-12);
   BOOST_TEST(std::abs(y_full(1, 0, 0) - y(1, 0, 0)) > 1e-6);  // (item 1's padding rows are read here)
-  // run-time rules: a full memory cache appends nothing; a batch of the wrong size
-  BOOST_CHECK_THROW(dec.cross_attn.project_memory(memory, full), std::length_error);
-  BOOST_TEST(full.length(0) == Ls);
+  // the module alone: attend_memory over the per-item cache = the module over the padded memory with key_lengths
+  const tensor<double, B, Lt, D> m_direct = dec.cross_attn(xt, memory, key_lengths(lens));
+  const tensor<double, B, Lt, D> m_cached = dec.cross_attn.attend_memory(xt, mem_cache);
+  for (std::size_t i = 0; i < m_direct.numel(); ++i) BOOST_TEST(std::abs(m_cached.data()[i] - m_direct.data()[i]) < 1e-12);
+  // two new tokens at once over the cached memory: forward's first two rows
+  kv_cache<double, H, D / H> cache5(B, Lt);
+  const tensor<double, B, 2, D> two_cached = dec.step(two, cache5, nn::cross(mem_cache));
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < 2; ++t)
+      for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(two_cached(b, t, j) - y(b, t, j)) < 1e-12);
+  // an unbatched x reads a cache of one item: item 1's memory alone
+  kv_cache<double, H, D / H> one_item(1, Ls);
+  dec.cross_attn.project_memory(view<const double, dyn, D>(memory.data() + Ls * D, lens[1]), one_item, 0);
+  const view<const double, dyn, D> x1(xt.data() + Lt * D, Lt);  // item 1's tokens
+  const tensor<double, dyn, D> y1 = dec.forward(x1, nn::cross(one_item), causal);
+  for (std::size_t t = 0; t < Lt; ++t)
+    for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(y1(t, j) - y(1, t, j)) < 1e-12);
+  BOOST_CHECK_THROW((void)dec.forward(x1, nn::cross(mem_cache), causal), extent_error);  // two items: which one?
+
+  // run-time rules, nothing appended when one fails: a memory with no room for item 1 (item 0 has room)
+  kv_cache<double, H, D / H> partial(B, Ls);
+  dec.cross_attn.project_memory(view<const double, dyn, D>(memory.data(), 3), partial, 1);  // item 1: 3 of 5
+  BOOST_CHECK_THROW(dec.cross_attn.project_memory(memory, partial), std::length_error);
+  BOOST_TEST(partial.length(0) == 0u);
+  BOOST_TEST(partial.length(1) == 3u);
   const tensor<double, 1, 1, D> lone{};
   BOOST_CHECK_THROW((void)dec.cross_attn.attend_memory(lone, full), extent_error);
   BOOST_CHECK_THROW((void)dec.cross_attn.attend_memory(tensor<double, 1, D>{}, full, 2), std::out_of_range);
+  // a step whose memory cache does not fit throws before the self-attention appends to its cache
+  kv_cache<double, H, D / H> self(B, Lt);
+  BOOST_CHECK_THROW((void)dec.step(tensor<double, 1, D>{}, self, nn::cross(one_item), 1), std::out_of_range);
+  BOOST_CHECK_THROW((void)dec.step(slice<1, 0, 1>(xt), self, nn::cross(one_item)), extent_error);
+  BOOST_TEST(self.length(0) == 0u);
+  BOOST_TEST(self.length(1) == 0u);
 }
 BOOST_AUTO_TEST_CASE(encoder_decoder_pre_norm) { encoder_decoder_case<nn::norm_position::pre>(); }
 BOOST_AUTO_TEST_CASE(encoder_decoder_post_norm) { encoder_decoder_case<nn::norm_position::post>(); }

@@ -140,8 +140,10 @@ constexpr auto merge_heads(A&& a) {
   constexpr bool quiet = failed_v<A>;
   static_assert(quiet || S::rank >= 3 || error::holds<error::heads_need_a_sequence_axis<error::rank<S::rank>>>,
                 "attnx: merge_heads: the operand needs heads, sequence and feature axes");
-  if constexpr (quiet || S::rank < 3) {
+  if constexpr (S::rank < 3) {
     return failed_expr<value_t<A>, S>{};
+  } else if constexpr (quiet) {  // the merged shape, so that what follows (an assignment, W_O) adds no error
+    return failed_expr<value_t<A>, shape_of_t<merge_heads_expr<stored_t<A>>>>{};
   } else {
     return merge_heads_expr<stored_t<A>>(store(std::forward<A>(a)));
   }

@@ -2,7 +2,7 @@
 //
 // a < b, a <= b, a > b, a >= b, equal(a, b) and not_equal(a, b) compare element by element with broadcasting
 // (the operands' element types must agree; a number takes the expression's type) and give an expression of
-// bool: usable as a mask (mask(S, x > 0.f)), in where, or stored in a tensor<bool, ...>. Equality has names
+// bool: usable as a mask with its polarity said (mask(S, allowed(x > 0.f))), in where, or stored in a tensor<bool, ...>. Equality has names
 // rather than == and != because == between two tensors compares them whole (a bool).
 // where(c, a, b): a where c is true, else b (PyTorch's torch.where); c is a bool expression, a and b have one
 // element type (either may be a number); all three broadcast together. Only the chosen operand is read.

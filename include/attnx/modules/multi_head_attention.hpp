@@ -447,22 +447,27 @@ class multi_head_attention {
   void project_memory(const M& memory, Cache& cache, const context& ctx = current_context()) const {
     constexpr bool memory_rank_ok = shape_of_t<M>::rank == 3;
     static_assert(memory_rank_ok, "attnx: multi_head_attention::project_memory: the memory must be (B, L_m, d_model) (or (L_m, d_model) with a batch item)");
-    if constexpr (memory_rank_ok && memory_cache_ok<M, Cache>()) memory_run(memory, cache, 0, ctx, true);
+    if constexpr (memory_rank_ok) {
+      if constexpr (memory_cache_ok<M, Cache>()) memory_run(memory, cache, 0, ctx, true);
+    }
   }
   template <expression M, class Cache>
     requires is_kv_cache_v<Cache>
   void project_memory(const M& memory, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
     constexpr bool memory_rank_ok = shape_of_t<M>::rank == 2;
     static_assert(memory_rank_ok, "attnx: multi_head_attention::project_memory: with a batch item, the memory must be (L_m, d_model)");
-    if constexpr (memory_rank_ok && memory_cache_ok<M, Cache>()) memory_run(memory, cache, b, ctx, false);
+    if constexpr (memory_rank_ok) {
+      if constexpr (memory_cache_ok<M, Cache>()) memory_run(memory, cache, b, ctx, false);
+    }
   }
   template <expression X, class Cache>
     requires is_kv_cache_v<Cache>
   auto attend_memory(const X& x, const Cache& cache, const context& ctx = current_context()) const {
     constexpr bool input_rank_ok = shape_of_t<X>::rank == 3;
     static_assert(input_rank_ok, "attnx: multi_head_attention::attend_memory: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
-    if constexpr (input_rank_ok && memory_cache_ok<X, Cache>()) {
-      return attend_memory_run(x, cache, 0, ctx, true);
+    if constexpr (input_rank_ok) {
+      if constexpr (memory_cache_ok<X, Cache>()) return attend_memory_run(x, cache, 0, ctx, true);
+      else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
     } else {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
     }
@@ -472,8 +477,9 @@ class multi_head_attention {
   auto attend_memory(const X& x, const Cache& cache, std::size_t b, const context& ctx = current_context()) const {
     constexpr bool input_rank_ok = shape_of_t<X>::rank == 2;
     static_assert(input_rank_ok, "attnx: multi_head_attention::attend_memory: with a batch item, x must be (n, d_model)");
-    if constexpr (input_rank_ok && memory_cache_ok<X, Cache>()) {
-      return attend_memory_run(x, cache, b, ctx, false);
+    if constexpr (input_rank_ok) {
+      if constexpr (memory_cache_ok<X, Cache>()) return attend_memory_run(x, cache, b, ctx, false);
+      else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
     } else {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
     }

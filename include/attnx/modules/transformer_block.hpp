@@ -59,8 +59,24 @@ template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
 constexpr auto cross(const kv_cache<T, G, Dk, Dv, S>& memory_cache) {
   return cross_cached<kv_cache<T, G, Dk, Dv, S>>{&memory_cache};
 }
+namespace detail {
+template <class C>
+inline constexpr bool never = false;
+}  // namespace detail
+// A temporary cache would be gone before the call reads it; masks have nothing to mask (the cache holds each item's
+// keys and nothing else). One error each; the block then adds none.
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
-void cross(kv_cache<T, G, Dk, Dv, S>&&) = delete;  // a temporary cache would be gone before the call reads it
+constexpr auto cross(const kv_cache<T, G, Dk, Dv, S>&& memory_cache) {
+  static_assert(detail::never<S>, "attnx: nn::cross: a temporary KV cache would be gone before the block reads it: "
+                                  "keep the memory cache in a variable");
+  return cross_cached<kv_cache<T, G, Dk, Dv, S>>{&memory_cache};
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, class Mask, class... Masks>
+constexpr auto cross(const kv_cache<T, G, Dk, Dv, S>& memory_cache, const Mask&, const Masks&...) {
+  static_assert(detail::never<S>, "attnx: nn::cross(memory_cache) takes no masks: each item attends to the keys it "
+                                  "holds (project each item's memory at its own length)");
+  return cross_cached<kv_cache<T, G, Dk, Dv, S>>{&memory_cache};
+}
 namespace detail {
 template <class A>
 inline constexpr bool is_cross_memory = false;
@@ -110,7 +126,7 @@ struct transformer_block {
   layer_norm<T, D> ln_2{};
   feed_forward_type mlp{};
 
-  // x: (L, D) or (B, L, D); masks as for multi_head_attention (causal, key_padding<N>, key_lengths, bool tensors).
+  // x: (L, D) or (B, L, D); masks as for multi_head_attention (causal, key_padding<N>, key_lengths, allowed(m), blocked(m)).
   // With cross-attention: forward(x, nn::cross(memory, memory masks...), masks...).
   template <expression X, class... Args>
   constexpr auto forward(const X& x, const Args&... args) const {
@@ -151,11 +167,13 @@ struct transformer_block {
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, const context& ctx = current_context()) const {
+    check_memory_cache(x, *c.cache, 0);  // before the self-attention appends to its cache
     return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
                                                   detail::cached_cross<C>{c.cache, 0, &ctx}, ctx);
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::size_t b, const context& ctx = current_context()) const {
+    check_memory_cache(x, *c.cache, b);
     return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
                                                   detail::cached_cross<C>{c.cache, b, &ctx}, ctx);
   }
@@ -221,7 +239,27 @@ struct transformer_block {
   }
   template <class H, class C, class... Masks>
   void forward_sublayers(H& h, const cross_cached<C>& c, const Masks&... masks) const {
+    if constexpr (shape_of_t<H>::rank == 2) check_unbatched_memory(*c.cache);
+    else check_memory_cache(h, *c.cache, 0);
     sublayers(h, [&](const auto& a) { return attn(a, masks...); }, detail::cached_cross<C>{c.cache, 0, &current_context()});
+  }
+  // The run-time rules of a memory cache, checked before anything runs: x (B, n, D) needs the cache's batch; x (n, D)
+  // reads item b (step's item), or is an unbatched forward (b = 0), which needs a cache of one item.
+  template <class X, class C>
+  static void check_memory_cache(const X& x, const C& memory, std::size_t b) {
+    if constexpr (shape_of_t<X>::rank == 3) {
+      if (dims_of(x)[0] != memory.batch())
+        attnx::detail::throw_extent_error("nn::transformer_block: x's batch extent must be the memory cache's",
+                                          "input_batch", dims_of(x)[0], "cache_batch", memory.batch());
+    } else {
+      (void)memory.length(b);  // an item past the cache's batch throws std::out_of_range
+    }
+  }
+  template <class C>
+  static void check_unbatched_memory(const C& memory) {
+    if (memory.batch() != 1)
+      attnx::detail::throw_extent_error("nn::transformer_block: an unbatched x (L, D) reads a memory cache of one item",
+                                        "cache_batch", memory.batch(), "expected_batch", 1);
   }
   template <bool CrossOk, class X, class Attend, class C>
   auto step_impl(const X& x, const Attend& attend, const C& c, const context& ctx) const {
