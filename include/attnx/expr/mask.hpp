@@ -243,13 +243,37 @@ constexpr auto blocked(M&& m) {
     return bool_mask<N>{N(store(std::forward<M>(m)))};
   }
 }
+// A mask whose polarity is already said, wrapped again (allowed(blocked(m)) meaning "not blocked"): one error.
+namespace detail {
+template <class B>
+inline constexpr bool is_bool_mask = false;
 template <class M>
-  requires any_foreign<M>
+inline constexpr bool is_bool_mask<bool_mask<M>> = true;
+template <class B>
+constexpr auto polarity_said_twice() {
+  using M = decltype(std::declval<B>().mask);
+  static_assert(failed_v<M>, "attnx: allowed(m) / blocked(m): m already says its polarity (it is allowed(...) or "
+                             "blocked(...)); wrap the bool expression once");
+  return bool_mask<failed_expr<bool, shape_of_t<M>>>{};
+}
+}  // namespace detail
+template <class B>
+  requires detail::is_bool_mask<std::remove_cvref_t<B>>
+constexpr auto allowed(B&&) {
+  return detail::polarity_said_twice<std::remove_cvref_t<B>>();
+}
+template <class B>
+  requires detail::is_bool_mask<std::remove_cvref_t<B>>
+constexpr auto blocked(B&&) {
+  return detail::polarity_said_twice<std::remove_cvref_t<B>>();
+}
+template <class M>
+  requires(any_foreign<M> && !detail::is_bool_mask<std::remove_cvref_t<M>>)
 constexpr auto allowed(M&&) {
   return bool_mask<decltype(foreign_arguments<M>())>{foreign_arguments<M>()};
 }
 template <class M>
-  requires any_foreign<M>
+  requires(any_foreign<M> && !detail::is_bool_mask<std::remove_cvref_t<M>>)
 constexpr auto blocked(M&&) {
   return bool_mask<decltype(foreign_arguments<M>())>{foreign_arguments<M>()};
 }
