@@ -40,8 +40,7 @@ def load_bench(path):
             continue
         key = (impl, int(b["L"]), int(b["d"]), int(b["causal"]), int(b["threads"]))
         runs[key].append(gflops)
-        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
-        cpu[key].append(b["cpu_time"] * scale)
+        cpu[key].append(seconds(b, "cpu_time"))
         if b.get("label"):
             labels[impl] = b["label"]
     med = {k: statistics.median(v) for k, v in runs.items()}
@@ -356,6 +355,10 @@ GGML = [  # issue 11: ggml_flash_attn_ext, L_q = 1, H = 8, d = 128, one thread, 
 
 
 
+def seconds(b, field):
+    """A Google Benchmark time field of b in seconds (its time_unit)."""
+    return b[field] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+
 def gpt2_comparison(path, torch_path):
     """bench_gpt2 against scripts/bench_gpt2_torch.py: tokens per second, prefill and decode, 1 and 2 threads."""
     out, rows = [], []
@@ -363,14 +366,13 @@ def gpt2_comparison(path, torch_path):
         return out, rows
     with open(path) as f:
         data = json.load(f)
-    runs = collections.defaultdict(list)  # (phase, threads) -> [seconds]
+    runs = collections.defaultdict(list)  # (phase, threads) -> [(seconds, tokens/s)]
     for b in data["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
         phase = b["name"].split("/")[0].replace("BM_gpt2_", "")
-        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
-        runs[(phase, int(b["threads"]))].append(b["real_time"] * scale)
-    med = {k: statistics.median(v) for k, v in runs.items()}
+        runs[(phase, int(b["threads"]))].append((seconds(b, "real_time"), b["tokens/s"]))
+    med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in runs.items()}
     reps = max((len(v) for v in runs.values()), default=0)
     torch_rows, torch_version = {}, None
     if torch_path and os.path.exists(torch_path):
@@ -380,9 +382,8 @@ def gpt2_comparison(path, torch_path):
                 if line.startswith("{"):
                     r = json.loads(line)
                     torch_version = r.get("torch")
-                    torch_rows[("prefill", int(r["threads"]))] = r["prefill_ms"] / 1e3
-                    torch_rows[("decode", int(r["threads"]))] = r["decode_ms"] / 1e3
-    tokens = {"prefill": 128, "decode": 1}
+                    for phase in ("prefill", "decode"):
+                        torch_rows[(phase, int(r["threads"]))] = (r[f"{phase}_ms"] / 1e3, r[f"{phase}_tokens_per_s"])
     out += ["", "## GPT-2: tokens per second against PyTorch (bench_gpt2, scripts/bench_gpt2_torch.py)", "",
             "The model of issue 12 (`models::gpt2`): 4 layers, d_model 256, 8 heads, vocabulary 4096, context 256, "
             "float32, random weights; the same computation in PyTorch written with torch operations and a KV cache "
@@ -397,8 +398,8 @@ def gpt2_comparison(path, torch_path):
             if a is None:
                 continue
             tp = torch_rows.get((phase, t))
-            cell = lambda x: f"{x * 1e3:.3f} ms ({tokens[phase] / x:,.0f} tokens/s)"
-            ratio = tp / a if tp else None
+            cell = lambda x: f"{x[0] * 1e3:.3f} ms ({x[1]:,.0f} tokens/s)"
+            ratio = tp[0] / a[0] if tp else None
             out.append(f"| {phase} | {t} | {cell(a)} | {cell(tp) if tp else '–'} | {fmt(ratio, '{:.2f}×')} |")
             if t == 1 and ratio is not None:
                 rows.append((f"GPT-2 {phase}, one thread: against PyTorch {torch_version} (reported; no target)",
@@ -422,10 +423,9 @@ def decode_comparison(path, run_note=""):
         if name == "read":
             floor[int(b["threads"])].append(b["BYTES"] / 1e9)
             continue
-        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
         f = dict(kv.split(":") for kv in b["name"].split("/")[1:] if ":" in kv)
         key = (name.replace("decode_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))
-        runs[key].append((b["real_time"] * scale, b["BYTES"] / 1e9))
+        runs[key].append((seconds(b, "real_time"), b["BYTES"] / 1e9))
     fl = {t: statistics.median(v) for t, v in floor.items()}
     med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in runs.items()}
     reps = max((len(v) for v in runs.values()), default=0)

@@ -249,23 +249,20 @@ template <class B>
 inline constexpr bool is_bool_mask = false;
 template <class M>
 inline constexpr bool is_bool_mask<bool_mask<M>> = true;
-template <class B>
+template <class M>
 constexpr auto polarity_said_twice() {
-  using M = decltype(std::declval<B>().mask);
   static_assert(failed_v<M>, "attnx: allowed(m) / blocked(m): m already says its polarity (it is allowed(...) or "
                              "blocked(...)); wrap the bool expression once");
   return bool_mask<failed_expr<bool, shape_of_t<M>>>{};
 }
 }  // namespace detail
-template <class B>
-  requires detail::is_bool_mask<std::remove_cvref_t<B>>
-constexpr auto allowed(B&&) {
-  return detail::polarity_said_twice<std::remove_cvref_t<B>>();
+template <class M>
+constexpr auto allowed(const bool_mask<M>&) {
+  return detail::polarity_said_twice<M>();
 }
-template <class B>
-  requires detail::is_bool_mask<std::remove_cvref_t<B>>
-constexpr auto blocked(B&&) {
-  return detail::polarity_said_twice<std::remove_cvref_t<B>>();
+template <class M>
+constexpr auto blocked(const bool_mask<M>&) {
+  return detail::polarity_said_twice<M>();
 }
 template <class M>
   requires(any_foreign<M> && !detail::is_bool_mask<std::remove_cvref_t<M>>)
@@ -295,7 +292,7 @@ constexpr auto mask(A&& a, bool_mask<M> m, value_t<A> fill = -std::numeric_limit
 // An expression as the mask itself: of bool, its polarity is not said (one error naming allowed / blocked);
 // of any other type, it is no mask (one error naming additive(M) for a bias).
 template <expression A, expression M>
-constexpr auto mask(A&& a, M&&, value_t<A> = {}) {
+constexpr auto mask(A&&, M&&, value_t<A> = {}) {
   using S = shape_of_t<A>;
   constexpr bool quiet = any_failed_v<A, M>;
   constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
@@ -308,7 +305,6 @@ constexpr auto mask(A&& a, M&&, value_t<A> = {}) {
                     error::holds<error::mask_must_be_boolean<error::rank<shape_of_t<M>::rank>>>,
                 "attnx: mask: a mask expression must have bool elements (wrapped in allowed(m) or blocked(m)); use "
                 "additive(M) for a bias");
-  (void)a;
   return failed_expr<value_t<A>, S>{};
 }
 

@@ -416,7 +416,7 @@ class multi_head_attention {
     constexpr bool step_rank_ok = shape_of_t<X>::rank == 3;
     static_assert(step_rank_ok, "attnx: multi_head_attention::step: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
     if constexpr (step_rank_ok) {
-      return step_impl(x, cache, 0, ctx, true);
+      return step_impl(x, cache, 0, ctx);
     } else {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};  // (a tensor, as step returns: no follow-on error)
     }
@@ -428,7 +428,7 @@ class multi_head_attention {
     constexpr bool step_rank_ok = shape_of_t<X>::rank == 2;
     static_assert(step_rank_ok, "attnx: multi_head_attention::step: with a batch item, x must be (n, d_model)");
     if constexpr (step_rank_ok) {
-      return step_impl(x, cache, b, ctx, false);
+      return step_impl(x, cache, b, ctx);
     } else {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};  // (a tensor, as step returns: no follow-on error)
     }
@@ -447,92 +447,98 @@ class multi_head_attention {
   void project_memory(const M& memory, Cache& cache, const context& ctx = current_context()) const {
     constexpr bool memory_rank_ok = shape_of_t<M>::rank == 3;
     static_assert(memory_rank_ok, "attnx: multi_head_attention::project_memory: the memory must be (B, L_m, d_model) (or (L_m, d_model) with a batch item)");
-    if constexpr (memory_rank_ok) {
-      if constexpr (memory_cache_ok<M, Cache>()) memory_run(memory, cache, 0, ctx, true);
-    }
+    if constexpr (memory_cache_ok<M, Cache, !memory_rank_ok>()) memory_run(memory, cache, 0, ctx);
   }
   template <expression M, class Cache>
     requires is_kv_cache_v<Cache>
   void project_memory(const M& memory, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
     constexpr bool memory_rank_ok = shape_of_t<M>::rank == 2;
     static_assert(memory_rank_ok, "attnx: multi_head_attention::project_memory: with a batch item, the memory must be (L_m, d_model)");
-    if constexpr (memory_rank_ok) {
-      if constexpr (memory_cache_ok<M, Cache>()) memory_run(memory, cache, b, ctx, false);
-    }
+    if constexpr (memory_cache_ok<M, Cache, !memory_rank_ok>()) memory_run(memory, cache, b, ctx);
   }
   template <expression X, class Cache>
     requires is_kv_cache_v<Cache>
   auto attend_memory(const X& x, const Cache& cache, const context& ctx = current_context()) const {
     constexpr bool input_rank_ok = shape_of_t<X>::rank == 3;
     static_assert(input_rank_ok, "attnx: multi_head_attention::attend_memory: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
-    if constexpr (input_rank_ok) {
-      if constexpr (memory_cache_ok<X, Cache>()) return attend_memory_run(x, cache, 0, ctx, true);
-      else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
-    } else {
-      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
-    }
+    if constexpr (memory_cache_ok<X, Cache, !input_rank_ok>()) return attend_memory_run(x, cache, 0, ctx);
+    else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
   }
   template <expression X, class Cache>
     requires is_kv_cache_v<Cache>
   auto attend_memory(const X& x, const Cache& cache, std::size_t b, const context& ctx = current_context()) const {
     constexpr bool input_rank_ok = shape_of_t<X>::rank == 2;
     static_assert(input_rank_ok, "attnx: multi_head_attention::attend_memory: with a batch item, x must be (n, d_model)");
-    if constexpr (input_rank_ok) {
-      if constexpr (memory_cache_ok<X, Cache>()) return attend_memory_run(x, cache, b, ctx, false);
-      else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
-    } else {
-      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
-    }
+    if constexpr (memory_cache_ok<X, Cache, !input_rank_ok>()) return attend_memory_run(x, cache, b, ctx);
+    else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
   }
-
- private:
-
-  // The rules of project_memory and attend_memory (after their rank rule): the cache's types, the input's features.
-  template <class Cache>
-  static constexpr bool memory_cache_types_ok() {  // (one instance per cache type: one error however many calls)
-    constexpr bool ok = std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads &&
-                        Cache::d_k == d_k && Cache::d_v == d_v;
-    static_assert(ok, "attnx: multi_head_attention::project_memory / attend_memory: the cache must have the module's T, kv_heads, d_k and d_v");
-    return ok;
-  }
+  // The run-time rules of x (B, n, d_model) or (n, d_model) against a cache (features; the cache's batch, or item b
+  // within it), before anything runs; returns the item count and the rows per item. Public so that a caller with
+  // work to do first (the block's step appends to its self-attention cache) can check attend_memory's rules before.
   template <class X, class Cache>
-  static constexpr bool memory_cache_ok() {
-    constexpr bool cache_ok = memory_cache_types_ok<Cache>();
-    static_assert(!cache_ok || features_ok<shape_of_t<X>>,
-                  "attnx: multi_head_attention::project_memory / attend_memory: the input's feature extent (its last axis) must equal d_model");
-    return cache_ok && features_ok<shape_of_t<X>> && well_formed;
-  }
-  template <class M, class Cache>
-  void memory_run(const M& memory, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
-    const auto [nb, n] = batch_rows(memory, cache, all, true, "multi_head_attention::project_memory: the memory's batch extent must be the cache's");
-    for (std::size_t b = 0; b < nb; ++b) cache.check_room(b0 + b, n);  // before anything is appended
-    const basic_tensor<T, shape_of_t<M>> dense = memory;
-    const rows_view rows(dense.data(), nb * n);
-    const tensor<T, dyn, kv_heads * d_k> k = evaluate(project(rows, w_k, b_k), ctx);
-    const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(rows, w_v, b_v), ctx);
-    for (std::size_t b = 0; b < nb; ++b)
-      cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
-  }
-  template <class X, class Cache>
-  auto attend_memory_run(const X& x, const Cache& cache, std::size_t b0, const context& ctx, bool all) const {
-    const auto [nb, n] = batch_rows(x, cache, all, false, "multi_head_attention::attend_memory: x's batch extent must be the cache's");
-    if (!all) (void)cache.length(b0);  // an item past the batch throws std::out_of_range
-    const basic_tensor<T, shape_of_t<X>> dense_x = x;
-    const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), nb * n), w_q, b_q), ctx);
-    return attend_over_cache<shape_of_t<X>>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/false);
-  }
-  // The rows of x (B, n, d_model) (all) or (n, d_model) as a (B n, d_model) matrix.
-  using rows_view = basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>;
-  // x's item count and rows per item, after its run-time rules (features; the cache's batch when all).
-  template <class X, class Cache>
-  static std::pair<std::size_t, std::size_t> batch_rows(const X& x, const Cache& cache, bool all, bool memory,
-                                                        const char* batch_rule) {
+  static std::pair<std::size_t, std::size_t> check_cache_input(const X& x, const Cache& cache, std::size_t b,
+                                                               const char* batch_rule, bool memory = false) {
+    constexpr bool all = shape_of_t<X>::rank == 3;  // the whole batch; else item b
     check_features(x, memory ? "memory" : "input", memory ? "memory_features" : "input_features");
     const auto d = dims_of(x);
     const std::size_t nb = all ? d[0] : 1, n = d[shape_of_t<X>::rank - 2];
     if (all && nb != cache.batch())
       detail::throw_extent_error(batch_rule, memory ? "memory_batch" : "input_batch", nb, "cache_batch", cache.batch());
+    if (!all && b >= cache.batch())
+      throw std::out_of_range("attnx: multi_head_attention: batch item " + std::to_string(b) + " of a cache of " +
+                              std::to_string(cache.batch()));
     return {nb, n};
+  }
+  template <class X, class Cache>
+  static std::pair<std::size_t, std::size_t> check_memory_input(const X& x, const Cache& cache, std::size_t b = 0) {
+    return check_cache_input(x, cache, b, "multi_head_attention::attend_memory: x's batch extent must be the cache's");
+  }
+
+ private:
+  // Whether a KV cache holds this module's keys and values (T, kv_heads, d_k, d_v).
+  template <class Cache>
+  static constexpr bool cache_fits = std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads &&
+                                     Cache::d_k == d_k && Cache::d_v == d_v;
+  // The rules of project_memory and attend_memory after their rank rule (Quiet when it failed): the cache's types
+  // (one instance per cache type: one error however many calls), the input's features.
+  template <class Cache>
+  static constexpr bool memory_cache_types_ok() {
+    static_assert(cache_fits<Cache>, "attnx: multi_head_attention::project_memory / attend_memory: the cache must have the module's T, kv_heads, d_k and d_v");
+    return cache_fits<Cache>;
+  }
+  template <class X, class Cache, bool Quiet>
+  static constexpr bool memory_cache_ok() {
+    if constexpr (Quiet) {
+      return false;
+    } else {
+      constexpr bool cache_ok = memory_cache_types_ok<Cache>();
+      static_assert(!cache_ok || features_ok<shape_of_t<X>>,
+                    "attnx: multi_head_attention::project_memory / attend_memory: the input's feature extent (its last axis) must equal d_model");
+      return cache_ok && features_ok<shape_of_t<X>> && well_formed;
+    }
+  }
+  template <class M, class Cache>
+  void memory_run(const M& memory, Cache& cache, std::size_t b0, const context& ctx) const {
+    const auto [nb, n] = check_cache_input(memory, cache, b0, "multi_head_attention::project_memory: the memory's batch extent must be the cache's", true);
+    for (std::size_t b = 0; b < nb; ++b) cache.check_room(b0 + b, n);  // before anything is appended
+    const basic_tensor<T, shape_of_t<M>> dense = memory;
+    const rows_view rows(dense.data(), nb * n);
+    append_kv(cache, b0, nb, n, evaluate(project(rows, w_k, b_k), ctx), evaluate(project(rows, w_v, b_v), ctx));
+  }
+  template <class X, class Cache>
+  auto attend_memory_run(const X& x, const Cache& cache, std::size_t b0, const context& ctx) const {
+    const auto [nb, n] = check_memory_input(x, cache, b0);
+    const basic_tensor<T, shape_of_t<X>> dense_x = x;
+    const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), nb * n), w_q, b_q), ctx);
+    return attend_over_cache<shape_of_t<X>>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/false);
+  }
+  // The rows of x (B, n, d_model) or (n, d_model) as a (B n, d_model) matrix.
+  using rows_view = basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>;
+  // Items [b0, b0 + nb) each append their n rows of k (nb n, kv_heads d_k) and v (nb n, kv_heads d_v).
+  template <class Cache, class K, class V>
+  static void append_kv(Cache& cache, std::size_t b0, std::size_t nb, std::size_t n, const K& k, const V& v) {
+    for (std::size_t b = 0; b < nb; ++b)
+      cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
   }
   // The n query rows of items [b0, b0 + nb) (q: (nb n, heads d_k)) over the cache, then W_O: x's shape SX with dims d.
   template <class SX, class Q, class Cache>
@@ -549,23 +555,21 @@ class multi_head_attention {
     return out;
   }
   template <class X, class Cache>
-  auto step_impl(const X& x, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
+  auto step_impl(const X& x, Cache& cache, std::size_t b0, const context& ctx) const {
     using SX = shape_of_t<X>;
-    constexpr bool cache_ok = std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads &&
-                              Cache::d_k == d_k && Cache::d_v == d_v;
-    static_assert(cache_ok, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
-    static_assert(!cache_ok || features_ok<SX>,
+    static_assert(cache_fits<Cache>, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
+    static_assert(!cache_fits<Cache> || features_ok<SX>,
                   "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
-    if constexpr (!cache_ok || !features_ok<SX> || !well_formed) {
+    if constexpr (!cache_fits<Cache> || !features_ok<SX> || !well_formed) {
       return basic_tensor<T, output_placeholder<SX>>{};
     } else {
-      return step_run(x, cache, b0, ctx, all);
+      return step_run(x, cache, b0, ctx);
     }
   }
   template <class X, class Cache>
-  auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx, bool all) const {
+  auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx) const {
     using SX = shape_of_t<X>;
-    const auto [nb, n] = batch_rows(x, cache, all, false, "multi_head_attention::step: x's batch extent must be the cache's");
+    const auto [nb, n] = check_cache_input(x, cache, b0, "multi_head_attention::step: x's batch extent must be the cache's");
     for (std::size_t b = 0; b < nb; ++b) cache.check_room(b0 + b, n);  // before anything is appended
     // x's rows as (B n, d_model), in place when x is a tensor or view, else evaluated once.
     const basic_tensor<T, SX> dense_x = x;
@@ -574,8 +578,7 @@ class multi_head_attention {
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
     const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
     if constexpr (Opt.rope != rope_style::none) rotate_rows(q, k, cache, b0, nb, n);
-    for (std::size_t b = 0; b < nb; ++b)
-      cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
+    append_kv(cache, b0, nb, n, k, v);
     return attend_over_cache<SX>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/true);
   }
 

@@ -59,22 +59,20 @@ template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
 constexpr auto cross(const kv_cache<T, G, Dk, Dv, S>& memory_cache) {
   return cross_cached<kv_cache<T, G, Dk, Dv, S>>{&memory_cache};
 }
-namespace detail {
-template <class C>
-inline constexpr bool never = false;
-}  // namespace detail
 // A temporary cache would be gone before the call reads it; masks have nothing to mask (the cache holds each item's
 // keys and nothing else). One error each; the block then adds none.
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
 constexpr auto cross(const kv_cache<T, G, Dk, Dv, S>&& memory_cache) {
-  static_assert(detail::never<S>, "attnx: nn::cross: a temporary KV cache would be gone before the block reads it: "
-                                  "keep the memory cache in a variable");
+  static_assert(error::holds<error::block_memory_cache_is_temporary<error::argument_type<const kv_cache<T, G, Dk, Dv, S>&&>>>,
+                "attnx: nn::cross: a temporary KV cache would be gone before the block reads it: keep the memory cache "
+                "in a variable");
   return cross_cached<kv_cache<T, G, Dk, Dv, S>>{&memory_cache};
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, class Mask, class... Masks>
 constexpr auto cross(const kv_cache<T, G, Dk, Dv, S>& memory_cache, const Mask&, const Masks&...) {
-  static_assert(detail::never<S>, "attnx: nn::cross(memory_cache) takes no masks: each item attends to the keys it "
-                                  "holds (project each item's memory at its own length)");
+  static_assert(error::holds<error::block_memory_cache_takes_no_masks<error::mask_count<1 + sizeof...(Masks)>>>,
+                "attnx: nn::cross(memory_cache) takes no masks: each item attends to the keys it holds (project each "
+                "item's memory at its own length)");
   return cross_cached<kv_cache<T, G, Dk, Dv, S>>{&memory_cache};
 }
 namespace detail {
@@ -84,18 +82,6 @@ template <class M, class... Masks>
 inline constexpr bool is_cross_memory<cross_memory<M, Masks...>> = true;
 template <class C>
 inline constexpr bool is_cross_memory<cross_cached<C>> = true;
-// A cached memory as the block's sub-layers read it, under the call's context: a batched input (B, n, D) against the
-// whole batch, an input (n, D) against item `item` (step's batch item, or 0 for an unbatched forward).
-template <class C>
-struct cached_cross {
-  const C* cache;
-  std::size_t item;
-  const context* ctx;
-};
-template <class C>
-inline constexpr bool is_cached_cross = false;
-template <class C>
-inline constexpr bool is_cached_cross<cached_cross<C>> = true;
 template <class... A>
 inline constexpr bool first_is_cross = false;
 template <class A, class... R>
@@ -147,7 +133,7 @@ struct transformer_block {
   }
 
   // Decoding: x (B, n, D), the n new tokens of every item, or (n, D) those of item b; cache: this block's.
-  // With cross-attention: step(x, cache, nn::cross(memory, masks...)[, b]).
+  // With cross-attention: step(x, cache, nn::cross(memory, masks...)[, b]) or step(x, cache, nn::cross(memory_cache)[, b]).
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
     return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
@@ -158,24 +144,26 @@ struct transformer_block {
   }
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, const context& ctx = current_context()) const {
-    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, c, ctx);
+    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
+                                                  memory_attend(c), ctx);
   }
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, std::size_t b,
             const context& ctx = current_context()) const {
-    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, c, ctx);
+    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
+                                                  memory_attend(c), ctx);
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, const context& ctx = current_context()) const {
-    check_memory_cache(x, *c.cache, 0);  // before the self-attention appends to its cache
+    if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache);  // before the self-attention appends
     return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
-                                                  detail::cached_cross<C>{c.cache, 0, &ctx}, ctx);
+                                                  cached_attend(c, 0, ctx), ctx);
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::size_t b, const context& ctx = current_context()) const {
-    check_memory_cache(x, *c.cache, b);
+    if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache, b);
     return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
-                                                  detail::cached_cross<C>{c.cache, b, &ctx}, ctx);
+                                                  cached_attend(c, b, ctx), ctx);
   }
 
  private:
@@ -197,35 +185,36 @@ struct transformer_block {
                   "forward(x, nn::cross(memory, memory masks...), masks...)");
     return CrossAttention ? first : !given;
   }
-  // The sub-layers on the residual stream h, in place: self-attention (self_attend(input)), cross-attention over
-  // c's memory (unless c is none), the feed-forward; each with its norm before (pre) or after (post).
-  template <class H, class SelfAttend, class C>
-  constexpr void sublayers(H& h, const SelfAttend& self_attend, const C& c) const {
+  // The cross-attention sub-layer as a callable of its input: over a memory and its masks (projected at each call),
+  // or over a memory cache (a batched input reads the whole batch, an input (n, D) item b).
+  template <class M, class... MM>
+  constexpr auto memory_attend(const cross_memory<M, MM...>& c) const {
+    return [this, &c](const auto& a) {
+      return std::apply([&](const auto&... mk) { return cross_attn(a, c.memory, mk...); }, c.masks);
+    };
+  }
+  template <class C>
+  auto cached_attend(const cross_cached<C>& c, std::size_t b, const context& ctx) const {
+    return [this, cache = c.cache, b, &ctx](const auto& a) {
+      if constexpr (shape_of_t<std::remove_cvref_t<decltype(a)>>::rank == 3) return cross_attn.attend_memory(a, *cache, ctx);
+      else return cross_attn.attend_memory(a, *cache, b, ctx);
+    };
+  }
+  // The sub-layers on the residual stream h, in place: self-attention (self_attend(input)), cross-attention
+  // (cross_attend(input), unless none), the feed-forward; each with its norm before (pre) or after (post).
+  template <class H, class SelfAttend, class CrossAttend>
+  constexpr void sublayers(H& h, const SelfAttend& self_attend, const CrossAttend& cross_attend) const {
     if constexpr (Norm == norm_position::pre) {
       h += self_attend(ln_1(h));
     } else {
       h = ln_1(h + self_attend(h));
     }
-    if constexpr (detail::is_cached_cross<C>) {  // the memory's keys and values projected once, in a cache
-      const auto cross = [&](const auto& a) {
-        if constexpr (shape_of_t<std::remove_cvref_t<decltype(a)>>::rank == 3) return cross_attn.attend_memory(a, *c.cache, *c.ctx);
-        else return cross_attn.attend_memory(a, *c.cache, c.item, *c.ctx);
-      };
+    if constexpr (!std::is_same_v<CrossAttend, none>) {
       if constexpr (Norm == norm_position::pre) {
-        h += cross(ln_x(h));
+        h += cross_attend(ln_x(h));
       } else {
-        h = ln_x(h + cross(h));
+        h = ln_x(h + cross_attend(h));
       }
-    } else if constexpr (!std::is_same_v<C, none>) {
-      std::apply(
-          [&](const auto&... mk) {
-            if constexpr (Norm == norm_position::pre) {
-              h += cross_attn(ln_x(h), c.memory, mk...);
-            } else {
-              h = ln_x(h + cross_attn(h, c.memory, mk...));
-            }
-          },
-          c.masks);
     }
     if constexpr (Norm == norm_position::pre) {
       h += mlp(ln_2(h));
@@ -233,36 +222,23 @@ struct transformer_block {
       h = ln_2(h + mlp(h));
     }
   }
-  template <class H, class C, class... Masks>
-  constexpr void forward_sublayers(H& h, const C& c, const Masks&... masks) const {
-    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, c);
+  template <class H, class M, class... MM, class... Masks>
+  constexpr void forward_sublayers(H& h, const cross_memory<M, MM...>& c, const Masks&... masks) const {
+    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, memory_attend(c));
   }
+  // Over a memory cache: x (B, L, D) needs the cache's batch; an unbatched x (L, D) a cache of one item.
   template <class H, class C, class... Masks>
   void forward_sublayers(H& h, const cross_cached<C>& c, const Masks&... masks) const {
-    if constexpr (shape_of_t<H>::rank == 2) check_unbatched_memory(*c.cache);
-    else check_memory_cache(h, *c.cache, 0);
-    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, detail::cached_cross<C>{c.cache, 0, &current_context()});
-  }
-  // The run-time rules of a memory cache, checked before anything runs: x (B, n, D) needs the cache's batch; x (n, D)
-  // reads item b (step's item), or is an unbatched forward (b = 0), which needs a cache of one item.
-  template <class X, class C>
-  static void check_memory_cache(const X& x, const C& memory, std::size_t b) {
-    if constexpr (shape_of_t<X>::rank == 3) {
-      if (dims_of(x)[0] != memory.batch())
-        attnx::detail::throw_extent_error("nn::transformer_block: x's batch extent must be the memory cache's",
-                                          "input_batch", dims_of(x)[0], "cache_batch", memory.batch());
-    } else {
-      (void)memory.length(b);  // an item past the cache's batch throws std::out_of_range
+    if constexpr (shape_of_t<H>::rank == 2) {
+      if (c.cache->batch() != 1)
+        attnx::detail::throw_extent_error("nn::transformer_block: an unbatched x (L, D) reads a memory cache of one item",
+                                          "cache_batch", c.cache->batch(), "expected_batch", 1);
     }
+    cross_attn.check_memory_input(h, *c.cache);
+    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, cached_attend(c, 0, current_context()));
   }
-  template <class C>
-  static void check_unbatched_memory(const C& memory) {
-    if (memory.batch() != 1)
-      attnx::detail::throw_extent_error("nn::transformer_block: an unbatched x (L, D) reads a memory cache of one item",
-                                        "cache_batch", memory.batch(), "expected_batch", 1);
-  }
-  template <bool CrossOk, class X, class Attend, class C>
-  auto step_impl(const X& x, const Attend& attend, const C& c, const context& ctx) const {
+  template <bool CrossOk, class X, class Attend, class CrossAttend>
+  auto step_impl(const X& x, const Attend& attend, const CrossAttend& cross_attend, const context& ctx) const {
     using S = shape_of_t<X>;
     constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && CrossOk;
     if constexpr (!ok || failed_v<X>) {
@@ -270,7 +246,7 @@ struct transformer_block {
     } else {
       const context_scope use(ctx);
       basic_tensor<T, S> h = x;
-      sublayers(h, attend, c);
+      sublayers(h, attend, cross_attend);
       return h;
     }
   }

@@ -63,6 +63,7 @@ template <std::size_t N> struct slice_end {};
 template <std::size_t N> struct extent {};
 template <std::size_t N> struct source_size {};
 template <std::size_t N> struct target_size {};
+template <std::size_t N> struct mask_count {};
 
 namespace detail {
 template <template <std::size_t...> class Fact, class S, class Seq = std::make_index_sequence<S::rank>>
@@ -119,6 +120,8 @@ template <class... Facts> struct rotary_features_must_be_even { static constexpr
 template <class... Facts> struct block_cross_attention_needs_memory { static constexpr bool value = false; };
 template <class... Facts> struct block_without_cross_attention_given_memory { static constexpr bool value = false; };
 template <class... Facts> struct block_cross_memory_must_follow_x { static constexpr bool value = false; };
+template <class... Facts> struct block_memory_cache_is_temporary { static constexpr bool value = false; };
+template <class... Facts> struct block_memory_cache_takes_no_masks { static constexpr bool value = false; };
 
 template <class Rule>
 inline constexpr bool holds = Rule::value;
