@@ -384,7 +384,8 @@ struct evaluator<transpose_expr<A>> {
   constexpr explicit evaluator(const transpose_expr<A>& e) : evaluator(e, dims_of(e.operand())) {}
   constexpr evaluator(const transpose_expr<A>& e, const dims_t<S::rank>& d)
       : src(e.operand()), P(d[S::rank - 2]), Q(dims_cols(d)) {}
-  constexpr void begin_row(std::size_t r) { col = src.data() + (r / Q) * P * Q + (r % Q); }
+  // (An empty operand, P = 0, has no data to point into: its rows are empty and at() is never called.)
+  constexpr void begin_row(std::size_t r) { col = P == 0 ? nullptr : src.data() + (r / Q) * P * Q + (r % Q); }
   constexpr auto at(std::size_t j) const { return col[j * Q]; }
   dense_operand<A> src;
   const value_t<A>* col = nullptr;
