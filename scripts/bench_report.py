@@ -22,6 +22,10 @@ IMPLS = collections.OrderedDict([
 ])
 
 
+def seconds(b, field):
+    """A Google Benchmark time field of b in seconds (its time_unit)."""
+    return b[field] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+
 def load_bench(path):
     with open(path) as f:
         data = json.load(f)
@@ -354,10 +358,6 @@ GGML = [  # issue 11: ggml_flash_attn_ext, L_q = 1, H = 8, d = 128, one thread, 
 ]
 
 
-
-def seconds(b, field):
-    """A Google Benchmark time field of b in seconds (its time_unit)."""
-    return b[field] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
 
 def gpt2_comparison(path, torch_path):
     """bench_gpt2 against scripts/bench_gpt2_torch.py: tokens per second, prefill and decode, 1 and 2 threads."""

@@ -63,8 +63,8 @@ ATTNX_SCRIPT=test.sh
 
 packages=(cmake g++ libboost-dev libboost-test-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin)
 for c in "${CONFIGS[@]}"; do
-  if [ "$c" = clang ]; then packages+=(clang libclang-rt-14-dev); fi
-  if [ "$c" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
+  # clang++'s sanitizer runtimes (libFuzzer too) are in libclang-rt-14-dev
+  if [ "$c" = clang ] || [ "$c" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
 done
 ensure_packages "${packages[@]}"
 

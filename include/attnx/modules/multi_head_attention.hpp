@@ -472,9 +472,17 @@ class multi_head_attention {
     if constexpr (memory_cache_ok<X, Cache, !input_rank_ok>()) return attend_memory_run(x, cache, b, ctx);
     else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
   }
+  // attend_memory's run-time rules for x against the cache (features; the cache's batch, or item b within it),
+  // before anything runs: public so that a caller with work to do first (the block's step appends to its
+  // self-attention cache) can check them before. Returns the item count and the rows per item.
+  template <class X, class Cache>
+  static std::pair<std::size_t, std::size_t> check_memory_input(const X& x, const Cache& cache, std::size_t b = 0) {
+    return check_cache_input(x, cache, b, "multi_head_attention::attend_memory: x's batch extent must be the cache's");
+  }
+
+ private:
   // The run-time rules of x (B, n, d_model) or (n, d_model) against a cache (features; the cache's batch, or item b
-  // within it), before anything runs; returns the item count and the rows per item. Public so that a caller with
-  // work to do first (the block's step appends to its self-attention cache) can check attend_memory's rules before.
+  // within it), before anything runs; returns the item count and the rows per item.
   template <class X, class Cache>
   static std::pair<std::size_t, std::size_t> check_cache_input(const X& x, const Cache& cache, std::size_t b,
                                                                const char* batch_rule, bool memory = false) {
@@ -489,12 +497,6 @@ class multi_head_attention {
                               std::to_string(cache.batch()));
     return {nb, n};
   }
-  template <class X, class Cache>
-  static std::pair<std::size_t, std::size_t> check_memory_input(const X& x, const Cache& cache, std::size_t b = 0) {
-    return check_cache_input(x, cache, b, "multi_head_attention::attend_memory: x's batch extent must be the cache's");
-  }
-
- private:
   // Whether a KV cache holds this module's keys and values (T, kv_heads, d_k, d_v).
   template <class Cache>
   static constexpr bool cache_fits = std::is_same_v<typename Cache::value_type, T> && Cache::kv_heads == kv_heads &&
