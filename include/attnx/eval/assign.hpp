@@ -1,7 +1,8 @@
 // attnx: assignment, the one loop every expression becomes.
 //
 // An expression recognised as attention, softmax(mask(scale(Q K^T))) V, goes to the fused kernel
-// at run time (eval/fused.hpp). Everything else:
+// at run time (eval/fused.hpp), and in a constant evaluation to whole-row loops that cost the compiler
+// fewer counted steps (eval/constant_attention.hpp). Everything else:
 // assign_into(dst, e) walks the rows of e's shape: begin_row(r), then dst[r][j] = at(j) for each j.
 // Element-wise chains are therefore a single loop; row-wise nodes fill one-row buffers in
 // begin_row. Nothing of size rows x cols is ever allocated unless an operand that is read at random
@@ -16,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnx/eval/constant_attention.hpp"
 #include "attnx/eval/direct.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/fused.hpp"
@@ -40,6 +42,10 @@ struct cast_operand<cast_expr<T, A>> {
 template <class T, class E>
 constexpr void assign_into(T* dst, const E& e) {
   using S = shape_of_t<E>;
+  if constexpr (constant_attention::pattern<E>::value && std::is_same_v<T, value_t<E>>) {
+    // In a constant evaluation: attention in whole-row loops (eval/constant_attention.hpp), the same values.
+    if (std::is_constant_evaluated() && constant_attention::run(dst, e)) return;
+  }
   if constexpr (fused::pattern<E>::value) {
     if (!std::is_constant_evaluated()) {
       const context& ctx = current_context();

@@ -16,8 +16,8 @@
 //
 // is_fused_v<E> tells at compile time whether evaluating E runs the kernel (given a context with the
 // fused path on, the default): static_assert(attnx::is_fused_v<decltype(e)>). docs/design.md lists the
-// forms that fuse and those that do not, with why. In a constant evaluation the row-by-row evaluator
-// always runs: the kernel is run-time code.
+// forms that fuse and those that do not, with why. The kernel is run-time code: in a constant evaluation
+// attention runs in eval/constant_attention.hpp's whole-row loops, or the row-by-row evaluators.
 #pragma once
 
 #include <cstddef>
@@ -151,13 +151,7 @@ struct chain<unary_expr<ops::negate, A>> : chain_link<A> {
 // mask(P, kind, fill)
 namespace detail {
 template <class Kind>
-inline constexpr bool kernel_mask_kind = false;
-template <causal_alignment Al>
-inline constexpr bool kernel_mask_kind<causal_mask<Al>> = true;
-template <std::size_t L>
-inline constexpr bool kernel_mask_kind<key_padding_mask<L>> = true;
-template <>
-inline constexpr bool kernel_mask_kind<key_lengths_mask> = true;
+inline constexpr bool kernel_mask_kind = attnx::detail::is_limit_mask<Kind>;
 template <class M>
 inline constexpr bool kernel_mask_kind<bool_mask<M>> = true;
 

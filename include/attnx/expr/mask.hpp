@@ -309,14 +309,18 @@ constexpr auto mask(A&&, M&&, value_t<A> = {}) {
 }
 
 namespace detail {
+// The kinds that keep the keys j < a limit of the row (causal, key padding, key lengths).
 template <class M>
-inline constexpr bool is_mask_kind = false;
+inline constexpr bool is_limit_mask = false;
 template <causal_alignment Al>
-inline constexpr bool is_mask_kind<causal_mask<Al>> = true;
+inline constexpr bool is_limit_mask<causal_mask<Al>> = true;
 template <std::size_t L>
-inline constexpr bool is_mask_kind<key_padding_mask<L>> = true;
+inline constexpr bool is_limit_mask<key_padding_mask<L>> = true;
 template <>
-inline constexpr bool is_mask_kind<key_lengths_mask> = true;
+inline constexpr bool is_limit_mask<key_lengths_mask> = true;
+
+template <class M>
+inline constexpr bool is_mask_kind = is_limit_mask<M>;
 template <class M>
 inline constexpr bool is_mask_kind<additive_mask<M>> = true;
 template <class M>

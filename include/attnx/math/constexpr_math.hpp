@@ -153,8 +153,31 @@ constexpr double exp_f64(double x) noexcept {
 
 // exp_f64 for x <= 0 or -inf (never NaN): the same result with fewer tests (softmax's exp(s - max), once
 // per score).
+//
+// Written for the constant evaluations that call it once per score: two calls of one expression each, no
+// helper calls (clang counts each call's statements; the chain exp_reduced_f64 -> expm1_tail -> scale_pow2
+// -> pow2 cost 16 steps), with exactly exp_reduced_f64's operations: r = hi - lo, y = 1 + (hi + (tail(r) -
+// lo)), and y * 2^k rounded once: for k >= -1022, y * 2^k (times 1, exact); below, (y * 2^(k + 64)) * 2^-64
+// (scale_pow2's two steps). k <= 0 here, so scale_pow2's k > 1023 case cannot occur.
+namespace tail {
+inline constexpr double c0 = 1.0 / 2, c1 = 1.0 / 6, c2 = 1.0 / 24, c3 = 1.0 / 120, c4 = 1.0 / 720, c5 = 1.0 / 5040,
+                        c6 = 1.0 / 40320, c7 = 1.0 / 362880, c8 = 1.0 / 3628800, c9 = 1.0 / 39916800,
+                        c10 = 1.0 / 479001600, c11 = 1.0 / 6227020800;
+}  // namespace tail
+constexpr double exp_nonpositive_reduced_f64(double r, double hi, double lo, int k) noexcept {
+  using namespace tail;
+  return ((1.0 + (hi + (r * r * ((((((((((((c11 * r + c10) * r + c9) * r + c8) * r + c7) * r + c6) * r + c5) * r + c4) * r + c3) * r + c2) * r + c1) * r) + c0) - lo))) *
+          __builtin_bit_cast(double, static_cast<std::uint64_t>((k >= -1022 ? k : k + 64) + 1023) << 52)) *
+         (k >= -1022 ? 1.0 : 0x1p-64);
+}
 constexpr double exp_nonpositive_f64(double x) noexcept {
-  return x < exp_min_f64 ? 0.0 : x > -0x1p-60 ? 1.0 + x : exp_reduced_f64(x, static_cast<int>(x * inv_ln2 - 0.5));
+  // k = static_cast<int>(x * inv_ln2 - 0.5), hi = x - k ln2_hi, lo = k ln2_lo, each written where it is used
+  return x < exp_min_f64    ? 0.0
+         : x > -0x1p-60 ? 1.0 + x
+                        : exp_nonpositive_reduced_f64(
+                              (x - double(static_cast<int>(x * inv_ln2 - 0.5)) * ln2_hi) - double(static_cast<int>(x * inv_ln2 - 0.5)) * ln2_lo,
+                              x - double(static_cast<int>(x * inv_ln2 - 0.5)) * ln2_hi,
+                              double(static_cast<int>(x * inv_ln2 - 0.5)) * ln2_lo, static_cast<int>(x * inv_ln2 - 0.5));
 }
 
 // Unevaluated sums hi + lo (double-double), for the few places that need more than 53 bits.
