@@ -49,6 +49,8 @@ struct row_info {
 template <class E>
 struct chain {
   static constexpr bool value = false;
+  using q = void;
+  using k = void;
 };
 
 // Q * transpose(K), Q and K in memory
