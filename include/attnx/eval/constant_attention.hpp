@@ -80,19 +80,19 @@ struct chain<binary_expr<Op, A, scalar<U>>> {
   using k = typename inner::k;
   static constexpr const auto& core(const E& e) noexcept { return inner::core(e.lhs()); }
   static constexpr bool ok(const E& e) noexcept {
-    using T = typename E::operand_type;
-    const T x = static_cast<T>(e.rhs().value());
-    return inner::ok(e.lhs()) && x == x && x != std::numeric_limits<T>::infinity() && x != -std::numeric_limits<T>::infinity() &&
-           x != T(0);
+    using value = typename E::operand_type;  // (lower-case local names: a user's global T would be shadowed)
+    const value x = static_cast<value>(e.rhs().value());
+    return inner::ok(e.lhs()) && x == x && x != std::numeric_limits<value>::infinity() &&
+           x != -std::numeric_limits<value>::infinity() && x != value(0);
   }
   template <class S>
   static constexpr void check(const E& e, const dims_t<S::rank>& d) { inner::template check<S>(e.lhs(), d); }
   template <class Ops, class W>
   static constexpr void apply(const E& e, W* s, const row_info& info) {
     inner::template apply<Ops>(e.lhs(), s, info);
-    using T = typename E::operand_type;
-    if constexpr (std::is_same_v<Op, ops::multiplies>) Ops::mul(s, static_cast<T>(e.rhs().value()), info.lk);
-    else Ops::div(s, static_cast<T>(e.rhs().value()), info.lk);
+    using value = typename E::operand_type;
+    if constexpr (std::is_same_v<Op, ops::multiplies>) Ops::mul(s, static_cast<value>(e.rhs().value()), info.lk);
+    else Ops::div(s, static_cast<value>(e.rhs().value()), info.lk);
   }
 };
 
@@ -399,10 +399,10 @@ struct vector_rows {
   }
 };
 template <class T>
-using rows = vector_rows<T>;
+using row_form = vector_rows<T>;
 #else
 template <class T>
-using rows = array_rows<T>;
+using row_form = array_rows<T>;
 #endif
 
 // ---- the whole pattern --------------------------------------------------------------------------------
@@ -416,12 +416,12 @@ struct pattern<matmul_expr<softmax_expr<P>, V>> {
     if constexpr (!c::value || !dense_terminal<V>) {
       return false;
     } else {
-      using T = value_t<P>;
-      constexpr std::size_t R = shape_of_t<P>::rank, rq = shape_of_t<typename c::q>::rank,
+      using elem = value_t<P>;
+      constexpr std::size_t rank_p = shape_of_t<P>::rank, rq = shape_of_t<typename c::q>::rank,
                             rk = shape_of_t<typename c::k>::rank, rv = shape_of_t<V>::rank;
-      return (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<value_t<typename c::q>, T> &&
-             std::is_same_v<value_t<typename c::k>, T> && std::is_same_v<value_t<V>, T> && R >= 2 && rq == R &&
-             (rk == 2 || rk == R) && (rv == 2 || rv == R);
+      return (std::is_same_v<elem, float> || std::is_same_v<elem, double>) && std::is_same_v<value_t<typename c::q>, elem> &&
+             std::is_same_v<value_t<typename c::k>, elem> && std::is_same_v<value_t<V>, elem> && rank_p >= 2 && rq == rank_p &&
+             (rk == 2 || rk == rank_p) && (rv == 2 || rv == rank_p);
     }
   }();
 };
@@ -430,29 +430,29 @@ struct pattern<matmul_expr<softmax_expr<P>, V>> {
 // row evaluator then loops zero times.
 template <class T, class P, class V>
 constexpr bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e) {
-  using C = chain<P>;
-  using Ops = rows<T>;
-  using U = typename Ops::unit;
-  using S = shape_of_t<P>;
+  using ch = chain<P>;
+  using Ops = row_form<T>;
+  using unit = typename Ops::unit;
+  using shape_p = shape_of_t<P>;
   const P& p = e.lhs().operand();
-  const auto& core = C::core(p);
+  const auto& core = ch::core(p);
   const auto& qe = core.lhs();
   const auto& ke = core.rhs().operand();
   const V& ve = e.rhs();
   const auto d = dims_of(p);
-  const std::size_t rows = dims_rows(d), lq = d[S::rank - 2], lk = dims_cols(d);
+  const std::size_t rows = dims_rows(d), lq = d[shape_p::rank - 2], lk = dims_cols(d);
   const std::size_t dk = dims_cols(dims_of(qe)), dv = dims_cols(dims_of(ve));
-  if (rows == 0 || lk == 0 || dk == 0 || dv == 0 || !C::ok(p)) return false;
+  if (rows == 0 || lk == 0 || dk == 0 || dv == 0 || !ch::ok(p)) return false;
   constexpr T inf = std::numeric_limits<T>::infinity();
   for (std::size_t j = 0, n = dims_size(dims_of(qe)); j < n; ++j)
     if (const T x = qe.data()[j]; x != x || x == inf || x == -inf) return false;
-  C::template check<S>(p, d);
-  constexpr bool k_batched = shape_of_t<typename C::k>::rank > 2, v_batched = shape_of_t<V>::rank > 2;
+  ch::template check<shape_p>(p, d);
+  constexpr bool k_batched = shape_of_t<typename ch::k>::rank > 2, v_batched = shape_of_t<V>::rank > 2;
   const T* q = qe.data();
   const T* k = ke.data();
   const T* v = ve.data();
   const std::size_t uk = Ops::units(lk), uv = Ops::units(dv);
-  storage<U, dyn> kt(dk * uk), vr(lk * uv), s(uk), o(uv);  // K transposed, V's rows, one score row, one output row
+  storage<unit, dyn> kt(dk * uk), vr(lk * uv), s(uk), o(uv);  // K transposed, V's rows, one score row, one output row
   std::size_t k_at = std::size_t(-1), v_at = std::size_t(-1);
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t b = r / lq;
@@ -465,7 +465,7 @@ constexpr bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e) {
       v_at = vb;
     }
     Ops::scores(s.data(), q + r * dk, kt.data(), uk, dk);
-    C::template apply<Ops>(p, s.data(), row_info{r, r % lq, lq, lk, rows});
+    ch::template apply<Ops>(p, s.data(), row_info{r, r % lq, lq, lk, rows});
     Ops::softmax(s.data(), lk);
     Ops::weighted(o.data(), s.data(), vr.data(), lk, uv);
     Ops::store(dst + r * dv, o.data(), dv);
