@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "attnx/eval/evaluator.hpp"
+#include "attnx/eval/fused.hpp"
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
@@ -111,7 +112,7 @@ struct chain<unary_expr<ops::negate, A>> {
   template <class Ops, class W>
   static constexpr void apply(const E& e, W* s, const row_info& info) {
     inner::template apply<Ops>(e.operand(), s, info);
-    Ops::neg(s, info.lk);
+    Ops::neg(s, info.lk);  // not a multiplication by -1: clang refuses arithmetic on a NaN in a constant evaluation
   }
 };
 
@@ -153,16 +154,6 @@ struct chain<masked_expr<A, Kind>> {
 // A row of n elements takes units(n) units, padded with zeros (run() checks that Q, the scales and the
 // temperatures are finite and the temperatures non-zero, so the padding never meets an operation whose
 // result is NaN: a constant evaluation stops at one). Matrices are rows of units(n) units each.
-
-// exp(x - m) for softmax, x - m <= 0 or -inf: math::cexp_nonpositive's value with one call fewer.
-template <class T>
-constexpr T exp_shifted(T x) noexcept {
-  if constexpr (std::is_same_v<T, double>) {
-    return math::detail::exp_nonpositive_f64(x);
-  } else {
-    return x < math::detail::exp_min_f32 ? 0.0f : static_cast<float>(math::detail::exp_nonpositive_f64(x));
-  }
-}
 
 // Plain arrays, 16 elements per statement (clang counts statements: a fold expression over a chunk is one,
 // and a loop whose body is one statement costs one step per iteration).
@@ -236,9 +227,9 @@ struct array_rows {
     } else {
       T sum = 0;
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        for (std::size_t j = 0; j < full; j += W) ((s[j + I] = exp_shifted(s[j + I] - m), sum += s[j + I]), ...);
+        for (std::size_t j = 0; j < full; j += W) ((s[j + I] = math::cexp_nonpositive(s[j + I] - m), sum += s[j + I]), ...);
       }(lanes{});
-      for (std::size_t j = full; j < n; ++j) s[j] = exp_shifted(s[j] - m), sum += s[j];
+      for (std::size_t j = full; j < n; ++j) s[j] = math::cexp_nonpositive(s[j] - m), sum += s[j];
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         for (std::size_t j = 0; j < full; j += W) ((s[j + I] /= sum), ...);
       }(lanes{});
@@ -328,7 +319,7 @@ struct vector_rows {
           (normal ? unit{} + 1.0 : unit{} + 0x1p-64);
       y = tiny ? unit{} : one ? 1.0 + x : p;
     } else {
-      [&]<std::size_t... I>(std::index_sequence<I...>) { y = unit{exp_shifted(xs[I] - m)...}; }(lanes{});
+      [&]<std::size_t... I>(std::index_sequence<I...>) { y = unit{math::cexp_nonpositive(xs[I] - m)...}; }(lanes{});
     }
   }
   static constexpr void softmax(unit* s, std::size_t n) {
@@ -371,7 +362,7 @@ struct vector_rows {
         if (full < e) {  // the last, partial unit: exp of the row's elements only, 0 beyond
           const unit x = s[full];
           const std::size_t rest = n - full * W;
-          s[full] = unit{(I < rest ? exp_shifted(x[I] - m) : T(0))...};
+          s[full] = unit{(I < rest ? math::cexp_nonpositive(x[I] - m) : T(0))...};
           const unit y = s[full];
           ((sum += I < rest ? y[I] : T(0)), ...);  // + 0 beyond the row: the same sum
         }
@@ -410,22 +401,10 @@ using row_form = array_rows<T>;
 template <class E>
 struct pattern : std::false_type {};
 
+// The fused recogniser's pattern (element types, ranks) with Q, K, V in memory and a chain this routine applies.
 template <class P, class V>
-struct pattern<matmul_expr<softmax_expr<P>, V>> {
-  using c = chain<P>;
-  static constexpr bool value = [] {
-    if constexpr (!c::value || !dense_terminal<V>) {
-      return false;
-    } else {
-      using elem = value_t<P>;
-      constexpr std::size_t rank_p = shape_of_t<P>::rank, rq = shape_of_t<typename c::q>::rank,
-                            rk = shape_of_t<typename c::k>::rank, rv = shape_of_t<V>::rank;
-      return (std::is_same_v<elem, float> || std::is_same_v<elem, double>) && std::is_same_v<value_t<typename c::q>, elem> &&
-             std::is_same_v<value_t<typename c::k>, elem> && std::is_same_v<value_t<V>, elem> && rank_p >= 2 && rq == rank_p &&
-             (rk == 2 || rk == rank_p) && (rv == 2 || rv == rank_p);
-    }
-  }();
-};
+struct pattern<matmul_expr<softmax_expr<P>, V>>
+    : std::bool_constant<fused::pattern<matmul_expr<softmax_expr<P>, V>>::value && chain<P>::value && dense_terminal<V>> {};
 
 // dst (the attention's shape, row-major) = e. False when there is nothing to compute (an empty extent): the
 // row evaluator then loops zero times.

@@ -116,12 +116,17 @@ constexpr reduced reduce_ln2(double x) noexcept {  // needs |x| < ~1400
 
 // expm1(r) - r = r^2 (1/2! + r/3! + ... + r^11/13!). Taylor series cut at degree 13: on
 // |r| <= 0.35 the first omitted term r^14/14! < 5e-18 (0.04 ulp of 1), so no minimax fit is needed.
+// Its coefficients 1/2!, ..., 1/13! (also written out in exp_nonpositive_f64 and the constant-evaluated softmax's
+// vector form, eval/constant_attention.hpp, which cannot afford the call).
+namespace tail {
+inline constexpr double c0 = 1.0 / 2, c1 = 1.0 / 6, c2 = 1.0 / 24, c3 = 1.0 / 120, c4 = 1.0 / 720, c5 = 1.0 / 5040,
+                        c6 = 1.0 / 40320, c7 = 1.0 / 362880, c8 = 1.0 / 3628800, c9 = 1.0 / 39916800,
+                        c10 = 1.0 / 479001600, c11 = 1.0 / 6227020800;
+}  // namespace tail
 constexpr double expm1_tail(double r) noexcept {
   // Horner's rule written out as one expression (p = c11; p = p r + c10; ...; p = p r + c0): the same
   // operations as a loop, but a constant evaluation counts statements, and this is one.
-  constexpr double c0 = 1.0 / 2, c1 = 1.0 / 6, c2 = 1.0 / 24, c3 = 1.0 / 120, c4 = 1.0 / 720, c5 = 1.0 / 5040,
-                   c6 = 1.0 / 40320, c7 = 1.0 / 362880, c8 = 1.0 / 3628800, c9 = 1.0 / 39916800,
-                   c10 = 1.0 / 479001600, c11 = 1.0 / 6227020800;
+  using namespace tail;
   return r * r * ((((((((((((c11 * r + c10) * r + c9) * r + c8) * r + c7) * r + c6) * r + c5) * r + c4) * r + c3) * r + c2) * r + c1) * r) + c0);
 }
 
@@ -159,11 +164,6 @@ constexpr double exp_f64(double x) noexcept {
 // -> pow2 cost 16 steps), with exactly exp_reduced_f64's operations: r = hi - lo, y = 1 + (hi + (tail(r) -
 // lo)), and y * 2^k rounded once: for k >= -1022, y * 2^k (times 1, exact); below, (y * 2^(k + 64)) * 2^-64
 // (scale_pow2's two steps). k <= 0 here, so scale_pow2's k > 1023 case cannot occur.
-namespace tail {
-inline constexpr double c0 = 1.0 / 2, c1 = 1.0 / 6, c2 = 1.0 / 24, c3 = 1.0 / 120, c4 = 1.0 / 720, c5 = 1.0 / 5040,
-                        c6 = 1.0 / 40320, c7 = 1.0 / 362880, c8 = 1.0 / 3628800, c9 = 1.0 / 39916800,
-                        c10 = 1.0 / 479001600, c11 = 1.0 / 6227020800;
-}  // namespace tail
 constexpr double exp_nonpositive_reduced_f64(double r, double hi, double lo, int k) noexcept {
   using namespace tail;
   return ((1.0 + (hi + (r * r * ((((((((((((c11 * r + c10) * r + c9) * r + c8) * r + c7) * r + c6) * r + c5) * r + c4) * r + c3) * r + c2) * r + c1) * r) + c0) - lo))) *
