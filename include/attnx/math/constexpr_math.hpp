@@ -116,8 +116,8 @@ constexpr reduced reduce_ln2(double x) noexcept {  // needs |x| < ~1400
 
 // expm1(r) - r = r^2 (1/2! + r/3! + ... + r^11/13!). Taylor series cut at degree 13: on
 // |r| <= 0.35 the first omitted term r^14/14! < 5e-18 (0.04 ulp of 1), so no minimax fit is needed.
-// Its coefficients 1/2!, ..., 1/13! (also written out in exp_nonpositive_f64 and the constant-evaluated softmax's
-// vector form, eval/constant_attention.hpp, which cannot afford the call).
+// Its coefficients 1/2!, ..., 1/13!, shared with exp_nonpositive_reduced_f64 and the constant-evaluated softmax's
+// vector form (eval/constant_attention.hpp), which evaluate the same polynomial inline to save a call.
 namespace tail {
 inline constexpr double c0 = 1.0 / 2, c1 = 1.0 / 6, c2 = 1.0 / 24, c3 = 1.0 / 120, c4 = 1.0 / 720, c5 = 1.0 / 5040,
                         c6 = 1.0 / 40320, c7 = 1.0 / 362880, c8 = 1.0 / 3628800, c9 = 1.0 / 39916800,
