@@ -2,6 +2,7 @@
 // peak of this core measured in the same run. Counter FLOPS = 4 L^2 d per second (half for causal).
 // Run through scripts/bench.sh, which turns the JSON into docs/benchmarks.md.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>

@@ -11,6 +11,7 @@
 #include <attnx/io/safetensors.hpp>
 #include <attnx/models/gpt2.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>

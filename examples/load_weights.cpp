@@ -10,6 +10,7 @@
 #include <attnx/attnx.hpp>
 #include <attnx/io/safetensors.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

@@ -10,6 +10,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>

@@ -11,6 +11,7 @@
 
 #include "support/wave.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>

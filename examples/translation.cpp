@@ -17,6 +17,7 @@
 //    is a bump of q_a - k_a that is largest at 0: a similarity a trained scorer could have learned.
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>

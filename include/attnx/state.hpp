@@ -18,7 +18,6 @@
 // keep that count).
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
@@ -26,6 +25,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/eval/fused.hpp"
 #include "attnx/exec/context.hpp"
@@ -45,7 +45,7 @@ inline constexpr bool is_softmax_times_v<matmul_expr<softmax_expr<P>, V>> = true
 template <std::size_t R>
 dims_t<R - 1> drop_last_dim(const dims_t<R>& d) {
   dims_t<R - 1> r{};
-  std::copy_n(d.begin(), R - 1, r.begin());
+  alg::copy_n(d.begin(), R - 1, r.begin());
   return r;
 }
 }  // namespace detail
@@ -67,8 +67,8 @@ auto partial_attention_of(const E& e, const context& ctx) {
   attention_state<T, O> s{basic_tensor<T, O>(d, uninitialized), basic_tensor<T, typename attention_state<T, O>::lse_shape>(
                                                                      detail::drop_last_dim(d), uninitialized)};
   if (!fused::run(s.out.data(), e, ctx, s.lse.data())) {  // empty extents: no key (or no row, or no column)
-    std::fill_n(s.out.data(), s.out.numel(), T(0));
-    std::fill_n(s.lse.data(), s.lse.numel(), -std::numeric_limits<T>::infinity());
+    alg::fill_n(s.out.data(), s.out.numel(), T(0));
+    alg::fill_n(s.lse.data(), s.lse.numel(), -std::numeric_limits<T>::infinity());
   }
   return s;
 }
@@ -108,7 +108,7 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
       T* part = parts.data() + c * (dv + 2);
       part[0] = states[c]->lse.data()[r];
       part[1] = T(1);
-      std::copy_n(states[c]->out.data() + r * dv, dv, part + 2);
+      alg::copy_n(states[c]->out.data() + r * dv, dv, part + 2);
     }
     T* o = m.out.data() + r * dv;
     m.lse.data()[r] = kernels::finish_row(kernels::merge_partials(n, parts.data(), static_cast<std::ptrdiff_t>(dv + 2), dv, o), o, dv);

@@ -4,6 +4,7 @@
 // (the test extern_kernels.unresolved_without_instantiation).
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>

@@ -12,6 +12,7 @@
 
 #include <attnx/kernels/flash_attention.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>

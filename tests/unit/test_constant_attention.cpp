@@ -11,6 +11,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>

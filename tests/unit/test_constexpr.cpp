@@ -7,6 +7,7 @@
 #include <attnx/attnx.hpp>
 
 #include <array>
+#include <cmath>
 
 using namespace attnx;
 

@@ -5,6 +5,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 

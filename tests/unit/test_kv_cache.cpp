@@ -2,6 +2,8 @@
 // chunk) against the full causal forward pass computed by plain double loops, per-item lengths, GQA and
 // MQA, bf16 / f16 storage, the cache's rules, attend(q, cache), partial_attention and merge.
 #define BOOST_TEST_MODULE kv_cache
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "support.hpp"

@@ -8,6 +8,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>

@@ -3,6 +3,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>

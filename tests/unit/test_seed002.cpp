@@ -4,6 +4,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace attnx;

@@ -4,6 +4,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <cmath>
 #include <numeric>
 #include <sstream>
 #include <string>

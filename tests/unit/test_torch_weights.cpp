@@ -4,6 +4,7 @@
 #include <attnx/attnx.hpp>
 #include <attnx/io/safetensors.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>

@@ -14,13 +14,12 @@
 // docs/design.md.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
-#include <functional>
 #include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "attnx/math/builtin_math.hpp"
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/heads.hpp"
@@ -198,7 +197,7 @@ template <class F, class A>
 struct evaluator<map_expr<F, A>> {
   constexpr explicit evaluator(const map_expr<F, A>& e) : f(e.function()), a(e.operand()) {}
   constexpr void begin_row(std::size_t r) { a.begin_row(r); }
-  constexpr auto at(std::size_t j) const { return std::invoke(f, a.at(j)); }
+  constexpr auto at(std::size_t j) const { return f(a.at(j)); }  // (f takes an arithmetic value: nothing for std::invoke to add)
   [[no_unique_address]] F f;
   evaluator<A> a;
 };
@@ -444,8 +443,8 @@ struct evaluator<softmax_expr<A>> {
         bool constant = std::is_constant_evaluated();  // not const: a const bool's initialiser would be constant-evaluated (always true)
         T sum = 0;
         for (std::size_t c = 0; c < full; c += chunk)
-          ((w[c + I] = constant ? math::cexp_nonpositive(w[c + I] - m) : std::exp(w[c + I] - m), sum += w[c + I]), ...);
-        ((w[full + R] = constant ? math::cexp_nonpositive(w[full + R] - m) : std::exp(w[full + R] - m), sum += w[full + R]),
+          ((w[c + I] = constant ? math::cexp_nonpositive(w[c + I] - m) : math::rt::exp(w[c + I] - m), sum += w[c + I]), ...);
+        ((w[full + R] = constant ? math::cexp_nonpositive(w[full + R] - m) : math::rt::exp(w[full + R] - m), sum += w[full + R]),
          ...);
         for (std::size_t c = 0; c < full; c += chunk) ((w[c + I] /= sum), ...);
         ((w[full + R] /= sum), ...);
@@ -529,7 +528,7 @@ struct evaluator<log_softmax_expr<A>> {
     } else {
       bool constant = std::is_constant_evaluated();  // (not const: see softmax)
       T sum = 0;
-      for (std::size_t j = 0; j < n; ++j) sum += constant ? math::cexp_nonpositive(x[j] - m) : std::exp(x[j] - m);
+      for (std::size_t j = 0; j < n; ++j) sum += constant ? math::cexp_nonpositive(x[j] - m) : math::rt::exp(x[j] - m);
       const T ls = math::log(sum);  // (x - m) - log(sum): m + log(sum) would round log(sum) away next to a huge m
       for (std::size_t j = 0; j < n; ++j) x[j] = (x[j] - m) - ls;
     }

@@ -21,8 +21,6 @@
 // evaluations did (fused_runs, gemm_blocks), for tests and benchmarks.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
@@ -30,6 +28,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/exec/thread_pool.hpp"
 #include "attnx/simd/isa.hpp"
 
@@ -41,15 +40,15 @@ class context {
   context() noexcept : isa_(simd::best_supported()) {}
   // Copies the settings; the counters start at 0.
   context(const context& o) noexcept
-      : threads_(o.threads_.load(std::memory_order_relaxed)),
-        isa_(o.isa_.load(std::memory_order_relaxed)),
-        fused_(o.fused_.load(std::memory_order_relaxed)),
-        gemm_(o.gemm_.load(std::memory_order_relaxed)) {}
+      : threads_(o.threads_.load(exec::detail::memory_order_relaxed)),
+        isa_(o.isa_.load(exec::detail::memory_order_relaxed)),
+        fused_(o.fused_.load(exec::detail::memory_order_relaxed)),
+        gemm_(o.gemm_.load(exec::detail::memory_order_relaxed)) {}
   context& operator=(const context& o) noexcept {
-    threads_.store(o.threads_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    isa_.store(o.isa_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    fused_.store(o.fused_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    gemm_.store(o.gemm_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    threads_.store(o.threads_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
+    isa_.store(o.isa_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
+    fused_.store(o.fused_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
+    gemm_.store(o.gemm_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
     return *this;
   }
 
@@ -63,7 +62,7 @@ class context {
       const unsigned long n = std::strtoul(s, &end, 10);
       if (end == s || *end != '\0' || s[0] == '-')
         throw std::invalid_argument(std::string("attnx: ATTNX_THREADS=") + s + " is not a thread count");
-      c.set_threads(static_cast<unsigned>(std::min<unsigned long>(n, exec::max_threads_limit)));
+      c.set_threads(static_cast<unsigned>(alg::min<unsigned long>(n, exec::max_threads_limit)));
     }
     return c;
   }
@@ -80,40 +79,40 @@ class context {
 
   // Threads per evaluation, as it will run: 1 .. exec::max_threads().
   unsigned threads() const noexcept {
-    const unsigned n = threads_.load(std::memory_order_relaxed);
+    const unsigned n = threads_.load(exec::detail::memory_order_relaxed);
     const unsigned m = exec::max_threads();
-    return n == 0 ? m : std::min(n, m);
+    return n == 0 ? m : alg::min(n, m);
   }
   // 0: all; more than exec::max_threads(): clamped to it (threads() tells).
   context& set_threads(unsigned n) noexcept {
-    threads_.store(n, std::memory_order_relaxed);
+    threads_.store(n, exec::detail::memory_order_relaxed);
     return *this;
   }
 
-  simd::isa isa() const noexcept { return isa_.load(std::memory_order_relaxed); }
+  simd::isa isa() const noexcept { return isa_.load(exec::detail::memory_order_relaxed); }
   context& set_isa(simd::isa i) {
     check_isa(i, "set_isa");
-    isa_.store(i, std::memory_order_relaxed);
+    isa_.store(i, exec::detail::memory_order_relaxed);
     return *this;
   }
 
-  bool fused() const noexcept { return fused_.load(std::memory_order_relaxed); }
+  bool fused() const noexcept { return fused_.load(exec::detail::memory_order_relaxed); }
   context& set_fused(bool on) noexcept {
-    fused_.store(on, std::memory_order_relaxed);
+    fused_.store(on, exec::detail::memory_order_relaxed);
     return *this;
   }
 
-  bool blocked_gemm() const noexcept { return gemm_.load(std::memory_order_relaxed); }
+  bool blocked_gemm() const noexcept { return gemm_.load(exec::detail::memory_order_relaxed); }
   context& set_blocked_gemm(bool on) noexcept {
-    gemm_.store(on, std::memory_order_relaxed);
+    gemm_.store(on, exec::detail::memory_order_relaxed);
     return *this;
   }
 
   // What evaluations with this context did: fused kernel runs, and row blocks of the blocked GEMM.
-  std::size_t fused_runs() const noexcept { return fused_runs_.load(std::memory_order_relaxed); }
-  std::size_t gemm_blocks() const noexcept { return gemm_blocks_.load(std::memory_order_relaxed); }
-  void count_fused_run() const noexcept { fused_runs_.fetch_add(1, std::memory_order_relaxed); }
-  void count_gemm_blocks(std::size_t n) const noexcept { gemm_blocks_.fetch_add(n, std::memory_order_relaxed); }
+  std::size_t fused_runs() const noexcept { return fused_runs_.load(exec::detail::memory_order_relaxed); }
+  std::size_t gemm_blocks() const noexcept { return gemm_blocks_.load(exec::detail::memory_order_relaxed); }
+  void count_fused_run() const noexcept { fused_runs_.fetch_add(1, exec::detail::memory_order_relaxed); }
+  void count_gemm_blocks(std::size_t n) const noexcept { gemm_blocks_.fetch_add(n, exec::detail::memory_order_relaxed); }
 
  private:
   static void check_isa(simd::isa i, std::string_view what) {
@@ -122,12 +121,12 @@ class context {
                                   std::string(simd::name(i)) + " path (it has: " + simd::supported_list() + ")");
   }
 
-  std::atomic<unsigned> threads_{0};
-  std::atomic<simd::isa> isa_;
-  std::atomic<bool> fused_{true};
-  std::atomic<bool> gemm_{true};
-  mutable std::atomic<std::size_t> fused_runs_{0};
-  mutable std::atomic<std::size_t> gemm_blocks_{0};
+  exec::detail::atomic<unsigned> threads_{0};
+  exec::detail::atomic<simd::isa> isa_;
+  exec::detail::atomic<bool> fused_{true};
+  exec::detail::atomic<bool> gemm_{true};
+  mutable exec::detail::atomic<std::size_t> fused_runs_{0};
+  mutable exec::detail::atomic<std::size_t> gemm_blocks_{0};
 };
 
 // The process-wide default, read from the environment on first use (an invalid ATTNX_ISA or
@@ -169,13 +168,13 @@ namespace exec {
 // from a shared counter: put the longest first for balance. Returns the number of slots that ran.
 template <class Body>
 unsigned parallel_for(std::size_t count, unsigned slots, Body&& body) {
-  slots = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, slots), count));
+  slots = static_cast<unsigned>(alg::min<std::size_t>(alg::max(1u, slots), count));
   if (slots <= 1) {
     for (std::size_t i = 0; i < count; ++i) body(i, 0u);
     return 1;
   }
   struct state {
-    std::atomic<std::size_t> next{0};
+    exec::detail::atomic<std::size_t> next{0};
     std::size_t count;
     std::remove_reference_t<Body>* body;
   } s{{}, count, &body};
@@ -183,7 +182,7 @@ unsigned parallel_for(std::size_t count, unsigned slots, Body&& body) {
       slots,
       [](void* arg, unsigned slot) {
         auto& st = *static_cast<state*>(arg);
-        for (std::size_t i; (i = st.next.fetch_add(1, std::memory_order_relaxed)) < st.count;) (*st.body)(i, slot);
+        for (std::size_t i; (i = st.next.fetch_add(1, exec::detail::memory_order_relaxed)) < st.count;) (*st.body)(i, slot);
       },
       &s);
 }

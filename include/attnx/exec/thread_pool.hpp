@@ -15,32 +15,17 @@
 // one on first use, so a child can evaluate with threads and exit normally.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <exception>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <system_error>
-#include <thread>
-#include <vector>
 
-#if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
-#define ATTNX_EXEC_PTHREAD 1
-#else
-#define ATTNX_EXEC_PTHREAD 0
-#endif
-#if defined(__linux__)
-#include <sched.h>
-#endif
+#include "attnx/util/algorithm.hpp"
+#include "attnx/exec/sync.hpp"  // mutex, condition variable and threads on pthreads (not <thread>: cost)
 
 namespace attnx::exec {
 
-// The CPUs this process may run on (its affinity mask on Linux), else std::thread::hardware_concurrency(),
-// and at least 1. Read once.
+// The CPUs this process may run on (its affinity mask on Linux), else the CPUs online, and at least 1. Read once.
 inline unsigned hardware_threads() noexcept {
   static const unsigned n = [] {
 #if defined(__linux__)
@@ -50,7 +35,7 @@ inline unsigned hardware_threads() noexcept {
       if (c > 0) return static_cast<unsigned>(c);
     }
 #endif
-    return std::max(1u, std::thread::hardware_concurrency());
+    return detail::cpus_online();
   }();
   return n;
 }
@@ -59,10 +44,10 @@ inline unsigned hardware_threads() noexcept {
 // it). Requests above it are not an error: they get max_threads().
 inline constexpr unsigned max_threads_limit = 1024;
 namespace detail {
-inline std::atomic<unsigned> max_threads_setting{0};  // 0: hardware_threads()
+inline detail::atomic<unsigned> max_threads_setting{0};  // 0: hardware_threads()
 }
 inline unsigned max_threads() noexcept {
-  const unsigned n = detail::max_threads_setting.load(std::memory_order_relaxed);
+  const unsigned n = detail::max_threads_setting.load(detail::memory_order_relaxed);
   return n ? n : hardware_threads();
 }
 // Raise or lower the bound (deliberate oversubscription, or a process that must stay on fewer CPUs).
@@ -71,7 +56,7 @@ inline void set_max_threads(unsigned n) {
   if (n > max_threads_limit)
     throw std::invalid_argument("attnx: set_max_threads: " + std::to_string(n) + " threads requested, at most " +
                                 std::to_string(max_threads_limit) + " allowed");
-  detail::max_threads_setting.store(n, std::memory_order_relaxed);
+  detail::max_threads_setting.store(n, detail::memory_order_relaxed);
 }
 
 class thread_pool {
@@ -80,14 +65,14 @@ class thread_pool {
 
   // The process's pool.
   static thread_pool& instance() {
-    thread_pool* p = current().load(std::memory_order_acquire);
+    thread_pool* p = current().load(detail::memory_order_acquire);
     if (p) return *p;
 #if ATTNX_EXEC_PTHREAD
-    static std::once_flag registered;
-    std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, &abandon_in_child); });
+    static pthread_once_t registered = PTHREAD_ONCE_INIT;
+    pthread_once(&registered, [] { pthread_atfork(nullptr, nullptr, &abandon_in_child); });
 #endif
     auto* fresh = new thread_pool;
-    if (current().compare_exchange_strong(p, fresh, std::memory_order_acq_rel)) return *fresh;
+    if (current().compare_exchange_strong(p, fresh, detail::memory_order_acq_rel)) return *fresh;
     delete fresh;  // another thread was first (no worker started yet)
     return *p;
   }
@@ -105,7 +90,7 @@ class thread_pool {
     t.arg = arg;
     t.slots = slots;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      detail::unique_lock lock(mutex_);
       push(&t);
       grow(busy_ + unclaimed_);  // a worker for every slot running or waiting, if the bound allows
     }
@@ -116,11 +101,11 @@ class thread_pool {
     } catch (...) {
       error = std::current_exception();
     }
-    std::unique_lock<std::mutex> lock(mutex_);
+    detail::unique_lock lock(mutex_);
     if (t.open) remove(&t);
     // The workers' slots usually end shortly after this one: watch before sleeping (spin_while).
-    spin_while(lock, [&] { return t.running.load(std::memory_order_relaxed) != 0; });
-    done_.wait(lock, [&] { return t.running.load(std::memory_order_relaxed) == 0; });
+    spin_while(lock, [&] { return t.running.load(detail::memory_order_relaxed) != 0; });
+    done_.wait(lock, [&] { return t.running.load(detail::memory_order_relaxed) == 0; });
     const unsigned ran = t.next;
     if (!error) error = t.error;
     lock.unlock();
@@ -130,8 +115,8 @@ class thread_pool {
 
   // Workers started so far.
   unsigned workers() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return static_cast<unsigned>(threads_.size());
+    detail::unique_lock lock(mutex_);
+    return workers_;
   }
 
   thread_pool(const thread_pool&) = delete;
@@ -143,7 +128,7 @@ class thread_pool {
     void* arg = nullptr;
     unsigned slots = 0;
     unsigned next = 1;     // the next slot to give out (slot 0 is the caller's)
-    std::atomic<unsigned> running{0};  // slots running on workers (changed under the lock; read without it)
+    detail::atomic<unsigned> running{0};  // slots running on workers (changed under the lock; read without it)
     bool open = true;      // in the queue: still has slots to give
     std::exception_ptr error;
     task* link = nullptr;
@@ -151,41 +136,35 @@ class thread_pool {
 
   thread_pool() = default;
 
-  static std::atomic<thread_pool*>& current() {
-    static std::atomic<thread_pool*> p{nullptr};
+  static detail::atomic<thread_pool*>& current() {
+    static detail::atomic<thread_pool*> p{nullptr};
     return p;
   }
   // Pools left behind by fork(): kept reachable (leak checkers stay quiet), never touched again.
-  static std::atomic<thread_pool*>& abandoned() {
-    static std::atomic<thread_pool*> p{nullptr};
+  static detail::atomic<thread_pool*>& abandoned() {
+    static detail::atomic<thread_pool*> p{nullptr};
     return p;
   }
   static void abandon_in_child() {
-    thread_pool* p = current().exchange(nullptr, std::memory_order_acq_rel);
+    thread_pool* p = current().exchange(nullptr, detail::memory_order_acq_rel);
     if (p) {
-      p->previous_ = abandoned().load(std::memory_order_relaxed);
-      abandoned().store(p, std::memory_order_relaxed);
+      p->previous_ = abandoned().load(detail::memory_order_relaxed);
+      abandoned().store(p, detail::memory_order_relaxed);
     }
   }
 
   // Starts workers until there are n (bounded by max_threads() - 1); a thread that cannot be started
   // leaves the pool smaller, which only means fewer helpers.
   void grow(unsigned n) {
-    n = std::min(n, max_threads() - 1);
-    while (threads_.size() < n) {
-      try {
-        threads_.emplace_back([this] { work(); });
-      } catch (const std::system_error&) {
-        break;
-      }
-    }
+    n = alg::min(n, max_threads() - 1);
+    while (workers_ < n && detail::start_detached(&worker_main, this)) ++workers_;
   }
   void push(task* t) {
     if (tail_) tail_->link = t;
     else head_ = t;
     tail_ = t;
     unclaimed_ += t->slots - t->next;
-    pending_.store(unclaimed_, std::memory_order_relaxed);
+    pending_.store(unclaimed_, detail::memory_order_relaxed);
   }
   void remove(task* t) {
     task** pp = &head_;
@@ -198,7 +177,7 @@ class thread_pool {
       *pp = t->link;
       if (tail_ == t) tail_ = prev;
       unclaimed_ -= t->slots - t->next;
-      pending_.store(unclaimed_, std::memory_order_relaxed);
+      pending_.store(unclaimed_, detail::memory_order_relaxed);
     }
     t->link = nullptr;
     t->open = false;
@@ -210,30 +189,34 @@ class thread_pool {
   // and 155 us at the 90th percentile, half the time after the caller's slot had ended; a spinning worker
   // within 1 us. The caller's watch took the median time past its own slot from 1.6-27 us to 0.8 us.
   template <class Busy>
-  static void spin_while(std::unique_lock<std::mutex>& lock, Busy&& busy) {
+  static void spin_while(detail::unique_lock& lock, Busy&& busy) {
     if (!busy()) return;
     lock.unlock();
     for (int spin = 0; spin < spin_rounds && busy(); ++spin) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #else
-      std::this_thread::yield();
+      detail::yield_cpu();
 #endif
     }
     lock.lock();
   }
 
-  void work() {
-    std::unique_lock<std::mutex> lock(mutex_);
+  static void* worker_main(void* pool) {
+    static_cast<thread_pool*>(pool)->work();  // never returns
+    return nullptr;
+  }
+  [[noreturn]] void work() {
+    detail::unique_lock lock(mutex_);
     for (;;) {
       // A worker that has just finished watches for the next run before it sleeps (spin_while).
-      if (head_ == nullptr) spin_while(lock, [this] { return pending_.load(std::memory_order_relaxed) == 0; });
+      if (head_ == nullptr) spin_while(lock, [this] { return pending_.load(detail::memory_order_relaxed) == 0; });
       work_.wait(lock, [this] { return head_ != nullptr; });
       task* t = head_;
       const unsigned slot = t->next++;
-      pending_.store(--unclaimed_, std::memory_order_relaxed);
+      pending_.store(--unclaimed_, detail::memory_order_relaxed);
       if (t->next == t->slots) remove(t);
-      t->running.fetch_add(1, std::memory_order_relaxed);
+      t->running.fetch_add(1, detail::memory_order_relaxed);
       ++busy_;
       lock.unlock();
       std::exception_ptr error;
@@ -246,18 +229,18 @@ class thread_pool {
       if (error && !t->error) t->error = error;
       --busy_;
       // t may be gone once the lock is released (the caller takes the lock before it returns)
-      if (t->running.fetch_sub(1, std::memory_order_relaxed) == 1) done_.notify_all();
+      if (t->running.fetch_sub(1, detail::memory_order_relaxed) == 1) done_.notify_all();
     }
   }
 
-  mutable std::mutex mutex_;
-  std::condition_variable work_, done_;
-  std::vector<std::thread> threads_;  // never joined: the pool lives as long as the process
+  mutable detail::mutex mutex_;
+  detail::condition_variable work_, done_;
+  unsigned workers_ = 0;              // started, detached: the pool lives as long as the process
   task* head_ = nullptr;              // runs with slots to give, oldest first
   task* tail_ = nullptr;
   unsigned busy_ = 0;                 // workers running a slot
   unsigned unclaimed_ = 0;            // slots of open runs that no worker has taken yet
-  std::atomic<unsigned> pending_{0};  // unclaimed_, readable without the lock (the workers' spin)
+  detail::atomic<unsigned> pending_{0};  // unclaimed_, readable without the lock (the workers' spin)
   static constexpr int spin_rounds = 4000;  // pause instructions: some tens of microseconds
   thread_pool* previous_ = nullptr;   // the chain of pools abandoned by fork()
 };

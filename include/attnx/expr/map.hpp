@@ -7,7 +7,6 @@
 #pragma once
 
 #include <concepts>
-#include <functional>
 #include <type_traits>
 #include <utility>
 

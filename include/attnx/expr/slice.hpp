@@ -14,7 +14,7 @@
 #pragma once
 
 #include <cstddef>
-#include <iterator>
+#include <span>  // std::data, std::size (also declared by <span>; <iterator> brings <streambuf>)
 #include <stdexcept>
 #include <string>
 #include <type_traits>

@@ -12,9 +12,10 @@
 // anywhere makes the row NaN.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <limits>
+
+#include "attnx/math/builtin_math.hpp"
 
 namespace attnx::kernels {
 
@@ -27,7 +28,7 @@ T weight_of(T x, T m) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (x == -inf) return T(0);
   if (m == inf) return x == inf ? T(1) : (x != x ? x : T(0));
-  return std::exp(x - m);
+  return math::rt::exp(x - m);
 }
 
 template <class T>
@@ -70,7 +71,7 @@ T finish_row(merged_row<T> r, T* o, std::size_t dv) {
   if (r.m != r.m || r.l != r.l) return r.l + r.m;  // NaN
   if (r.l == T(0)) return -inf;
   if (r.m == inf) return inf;
-  return (r.m == -inf ? T(0) : r.m) + std::log(r.l);
+  return (r.m == -inf ? T(0) : r.m) + math::rt::log(r.l);
 }
 
 }  // namespace attnx::kernels

@@ -9,13 +9,10 @@
 // Semantics, numerics and tuning: docs/fused_kernel.md.
 #pragma once
 
-#include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -23,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "attnx/util/algorithm.hpp"
+#include "attnx/math/builtin_math.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/exec/memory.hpp"
 #include "attnx/kernels/attention_problem.hpp"
@@ -46,18 +45,18 @@ constexpr bool is_replace(step_kind k) { return is_limit(k) || k == step_kind::b
 template <class T>
 std::size_t step_limit(const score_step<T>& s, const attention_problem<T>& p, std::size_t b, std::size_t i) {
   switch (s.kind) {
-    case step_kind::causal_top_left: return std::min(p.lk, i + 1);
+    case step_kind::causal_top_left: return alg::min(p.lk, i + 1);
     case step_kind::causal_bottom_right: {
       const auto end = static_cast<std::ptrdiff_t>(i + 1 + p.lk) - static_cast<std::ptrdiff_t>(p.lq);
-      return end <= 0 ? 0 : std::min(p.lk, static_cast<std::size_t>(end));
+      return end <= 0 ? 0 : alg::min(p.lk, static_cast<std::size_t>(end));
     }
-    case step_kind::key_lengths: return std::min(p.lk, s.lengths[b]);
+    case step_kind::key_lengths: return alg::min(p.lk, s.lengths[b]);
     case step_kind::causal_lengths: {
-      const std::size_t len = std::min(p.lk, s.lengths[b]);
+      const std::size_t len = alg::min(p.lk, s.lengths[b]);
       const auto end = static_cast<std::ptrdiff_t>(i + 1 + len) - static_cast<std::ptrdiff_t>(p.lq);
-      return end <= 0 ? 0 : std::min(len, static_cast<std::size_t>(end));
+      return end <= 0 ? 0 : alg::min(len, static_cast<std::size_t>(end));
     }
-    case step_kind::key_padding: return std::min(p.lk, s.length);
+    case step_kind::key_padding: return alg::min(p.lk, s.length);
     default: return p.lk;
   }
 }
@@ -103,8 +102,8 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
   for (std::size_t s = 0; s < plan.n; ++s) {
     score_step<T>& st = plan.steps[s] = p.steps[s];
     if (st.kind == step_kind::divide) {
-      const T r = T(1) / st.value, a = std::abs(r);
-      if (!std::isfinite(st.value) || st.value == T(0) ||
+      const T r = T(1) / st.value, a = math::rt::abs(r);
+      if (!math::rt::isfinite(st.value) || st.value == T(0) ||
           (a >= std::numeric_limits<T>::min() && a <= std::numeric_limits<T>::max())) {
         st.kind = step_kind::multiply;
         st.value = r;
@@ -117,8 +116,8 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
     plan.folded = plan.steps[0].value;
     plan.first = 1;
   }
-  plan.fast = plan.folded > T(0) && std::isnormal(plan.folded) &&
-              std::all_of(plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.first),
+  plan.fast = plan.folded > T(0) && math::rt::isnormal(plan.folded) &&
+              alg::all_of(plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.first),
                           plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.n),
                           [](const score_step<T>& st) { return is_replace(st.kind) && st.value == -inf; });
   std::array<bool, max_score_steps> poisoned{};
@@ -144,13 +143,13 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
     }
     if (!ok) continue;
     if (additive_at < plan.n) {
-      if (!std::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == -inf; })) continue;
+      if (!alg::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == -inf; })) continue;
       plan.poison = static_cast<std::ptrdiff_t>(additive_at);
       poisoned[li] = true;
     } else {
-      if (!std::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == x && x != inf; }))
+      if (!alg::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == x && x != inf; }))
         continue;
-      for (std::size_t v = 0; v < nv; ++v) plan.skip_final = std::max(plan.skip_final, vals[v]);
+      for (std::size_t v = 0; v < nv; ++v) plan.skip_final = alg::max(plan.skip_final, vals[v]);
     }
     plan.skippable[li] = true;
   }
@@ -168,7 +167,7 @@ template <class T>
 std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t i) {
   std::size_t lim = p.lk;
   for (std::size_t li = 0; li < plan.n_limits; ++li)
-    if (plan.skippable[li]) lim = std::min(lim, step_limit(plan.steps[plan.limits[li]], p, b, i));
+    if (plan.skippable[li]) lim = alg::min(lim, step_limit(plan.steps[plan.limits[li]], p, b, i));
   return lim;
 }
 
@@ -320,13 +319,13 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   };
   const std::size_t MQ = kernel.mq;
   const std::size_t blocks = (p.lq + MQ - 1) / MQ;
-  threads = std::max(1u, threads);
+  threads = alg::max(1u, threads);
 
   // Query blocks per work item: up to kernel.g (fewer passes over K and V), but at least about 8
   // items per thread for the load balance. A last block of fewer than MQ rows is an item of its own
   // (it may run with a narrower kernel).
   const std::size_t full = p.lq / MQ;
-  const std::size_t group = std::clamp<std::size_t>(p.batch * p.heads * full / (8 * std::size_t{threads}), 1, kernel.g);
+  const std::size_t group = alg::clamp<std::size_t>(p.batch * p.heads * full / (8 * std::size_t{threads}), 1, kernel.g);
   // Work items (batch, head, query blocks), the head inside the batch item and the query blocks inside the
   // head, so that consecutive items read the same K and V (which stay in L2 between them).
   struct span {
@@ -335,12 +334,12 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   std::vector<span> spans;  // per batch item: the query-block groups and their cost (keys x rows)
   double total = 0;
   for (std::size_t b = 0; b < p.batch; ++b)
-    for (std::size_t qb = 0; qb < blocks; qb += (qb < full ? std::min(group, full - qb) : 1)) {
-      const std::size_t n = qb < full ? std::min(group, full - qb) : 1;
+    for (std::size_t qb = 0; qb < blocks; qb += (qb < full ? alg::min(group, full - qb) : 1)) {
+      const std::size_t n = qb < full ? alg::min(group, full - qb) : 1;
       // Limits grow with the row, so the last row of each block has the most keys.
       std::size_t cost = 0;
       for (std::size_t g = qb; g < qb + n; ++g) {
-        const std::size_t last = std::min(p.lq, (g + 1) * MQ) - 1;
+        const std::size_t last = alg::min(p.lq, (g + 1) * MQ) - 1;
         cost += (skip_limit(p, plan, b, last) + 1) * (last + 1 - g * MQ);
       }
       total += double(cost) * double(p.heads);
@@ -354,10 +353,10 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
       for (std::size_t s = b * per_b; s < (b + 1) * per_b; ++s)
         items.push_back({spans[s].cost, spans[s].qb * MQ, spans[s].n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
   const double flops = 2.0 * total * double(p.dk + p.dv);
-  const auto by_work = static_cast<std::size_t>(std::max(1.0, flops / flash_min_flops_per_thread));
-  const auto slots = static_cast<unsigned>(std::min<std::size_t>({threads, items.size(), by_work}));
+  const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
+  const auto slots = static_cast<unsigned>(alg::min<std::size_t>({threads, items.size(), by_work}));
   // Several threads take the items in turn from a counter: the longest first balances causal problems.
-  if (slots > 1) std::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
+  if (slots > 1) alg::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
 
   // Per thread: the tile scratch, then the limits. Allocated here so that the workers cannot throw.
   const std::size_t tile_bytes = kernel.scratch * sizeof(T);
@@ -410,7 +409,7 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
   const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
   // Per batch item and row: the limit of each limit step, and the end of the keys read.
-  std::vector<std::size_t> limits(p.batch * std::max<std::size_t>(nl, 1) * rows), ends(p.batch * rows);
+  std::vector<std::size_t> limits(p.batch * alg::max<std::size_t>(nl, 1) * rows), ends(p.batch * rows);
   struct item {
     std::uint32_t b, g;
     std::size_t k0, k1;
@@ -425,24 +424,24 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
       for (std::size_t li = 0; li < nl; ++li) {
         const std::size_t lim = step_limit(plan.steps[plan.limits[li]], p, b, r % p.lq);
         limits[(b * nl + li) * rows + r] = lim;
-        if (skip && plan.skippable[li]) e = std::min(e, lim);
+        if (skip && plan.skippable[li]) e = alg::min(e, lim);
       }
       ends[b * rows + r] = e;
-      kend = std::max(kend, e);
+      kend = alg::max(kend, e);
       work += double(e);
     }
-    const std::size_t chunks = std::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
+    const std::size_t chunks = alg::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
     for (std::size_t g = 0; g < p.kv_heads; ++g) {
       first[b * p.kv_heads + g] = items.size();
       for (std::size_t c = 0; c < chunks; ++c)
         items.push_back({static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), c * decode_chunk,
-                         std::min(kend, (c + 1) * decode_chunk)});
+                         alg::min(kend, (c + 1) * decode_chunk)});
     }
   }
   first[p.batch * p.kv_heads] = items.size();
   const double flops = 2.0 * work * double(p.kv_heads) * double(p.dk + p.dv);
-  const auto by_work = static_cast<std::size_t>(std::max(1.0, flops / flash_min_flops_per_thread));
-  const auto slots = static_cast<unsigned>(std::min<std::size_t>({std::max(1u, threads), items.size(), by_work}));
+  const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
+  const auto slots = static_cast<unsigned>(alg::min<std::size_t>({alg::max(1u, threads), items.size(), by_work}));
 
   const std::size_t per_state = rows * (p.dv + 2);
   const std::size_t scratch = (kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T) + 63) / 64 * 64;

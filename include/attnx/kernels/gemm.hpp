@@ -13,7 +13,6 @@
 // all three are compiled into every build and chosen at run time.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -23,6 +22,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/exec/memory.hpp"
 #include "attnx/simd/isa.hpp"
@@ -152,7 +152,7 @@ class gemm_buffer {
   }
   void allocate(std::size_t n) {
     if (p_) release();
-    bytes_ = std::max<std::size_t>(n, 1) * sizeof(T);
+    bytes_ = alg::max<std::size_t>(n, 1) * sizeof(T);
     p_ = static_cast<T*>(exec::allocate_bytes(bytes_));  // large blocks reused (exec/memory.hpp)
   }
   T* data() const noexcept { return p_; }
@@ -182,22 +182,22 @@ template <class T>
 std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, std::size_t k, std::size_t n,
                       std::size_t rows_per_b, T* dst, std::size_t ldd, const T* bias, simd::isa isa, unsigned threads) {
   const detail::gemm_ops<T>& ops = detail::gemm_ops_for<T>(isa);
-  const std::size_t mr = ops.mr, nr = ops.nr, mb = std::min(ops.mb, std::max<std::size_t>(rows_per_b, 1));
+  const std::size_t mr = ops.mr, nr = ops.nr, mb = alg::min(ops.mb, alg::max<std::size_t>(rows_per_b, 1));
   const std::size_t np = (n + nr - 1) / nr * nr, mbp = (mb + mr - 1) / mr * mr;
   const std::size_t rows = rows_per_b * nb;
   if (rows == 0 || n == 0) return 0;
   const double flops = 2.0 * double(rows) * double(k) * double(n);
-  const auto most = static_cast<unsigned>(std::max(1.0, std::min(double(threads), flops / detail::gemm_min_flops_per_thread)));
+  const auto most = static_cast<unsigned>(alg::max(1.0, alg::min(double(threads), flops / detail::gemm_min_flops_per_thread)));
 
   detail::gemm_buffer<T> packed;
   packed.allocate(nb * k * np);
   // B's rows in chunks of 32 (each chunk into every panel), split across the threads.
   constexpr std::size_t pack_rows = 32;
   const std::size_t chunks = (k + pack_rows - 1) / pack_rows;
-  exec::parallel_for(nb * chunks, std::min<unsigned>(most, static_cast<unsigned>(std::min<std::size_t>(nb * chunks, 64))),
+  exec::parallel_for(nb * chunks, alg::min<unsigned>(most, static_cast<unsigned>(alg::min<std::size_t>(nb * chunks, 64))),
                      [&](std::size_t i, unsigned) {
                        const std::size_t t = i / chunks, kk0 = i % chunks * pack_rows;
-                       ops.pack(b + t * k * n, k, n, n, kk0, std::min(k, kk0 + pack_rows), packed.data() + t * k * np);
+                       ops.pack(b + t * k * n, k, n, n, kk0, alg::min(k, kk0 + pack_rows), packed.data() + t * k * np);
                      });
 
   // Row blocks of whole MR-row micro-panels, as even as possible (sizes differ by at most one panel), and,
@@ -206,11 +206,11 @@ std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, s
   const std::size_t panels_per_b = (rows_per_b + mr - 1) / mr;
   std::size_t per_b = (rows_per_b + mb - 1) / mb;
   if (most > 1 && nb * per_b < 8 * std::size_t(most)) {
-    const std::size_t mult = std::max<std::size_t>(1, most / std::gcd(std::size_t(most), nb));
-    per_b = std::min(panels_per_b, (per_b + mult - 1) / mult * mult);
+    const std::size_t mult = alg::max<std::size_t>(1, most / std::gcd(std::size_t(most), nb));
+    per_b = alg::min(panels_per_b, (per_b + mult - 1) / mult * mult);
   }
   const std::size_t blocks = nb * per_b;
-  const unsigned slots = static_cast<unsigned>(std::min<std::size_t>(most, blocks));
+  const unsigned slots = static_cast<unsigned>(alg::min<std::size_t>(most, blocks));
   const std::size_t scratch = (mbp * np + mbp * k + 15) / 16 * 16;  // C of a block, and a padded copy of A's rows
   detail::gemm_buffer<T> buf;
   buf.allocate(scratch * slots);
@@ -219,12 +219,12 @@ std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, s
     T* apad = c + mbp * np;
     const std::size_t t = blk / per_b, part = blk % per_b;
     const std::size_t i0 = part * panels_per_b / per_b * mr;
-    const std::size_t m = std::min((part + 1) * panels_per_b / per_b * mr, rows_per_b) - i0;
+    const std::size_t m = alg::min((part + 1) * panels_per_b / per_b * mr, rows_per_b) - i0;
     const T* ab = a + (t * rows_per_b + i0) * lda;
     std::size_t ld = lda;
     if (m % mr != 0) {  // the kernel reads whole MR-row slices: a copy with zero rows after the last
       for (std::size_t r = 0; r < m; ++r) std::memcpy(apad + r * k, ab + r * lda, k * sizeof(T));
-      std::fill(apad + m * k, apad + (m + mr - 1) / mr * mr * k, T(0));
+      alg::fill(apad + m * k, apad + (m + mr - 1) / mr * mr * k, T(0));
       ab = apad;
       ld = k;
     }
@@ -258,8 +258,8 @@ class gemm_row_blocks {
     n_ = n;
     rpb_ = rows_per_b;
     const std::size_t mr = ops_->mr, nr = ops_->nr;
-    mb_ = std::min(ops_->mb, rows_per_b);
-    parts_ = std::max<std::size_t>(1, std::min<std::size_t>(threads, (rows_per_b + mb_ - 1) / mb_));
+    mb_ = alg::min(ops_->mb, rows_per_b);
+    parts_ = alg::max<std::size_t>(1, alg::min<std::size_t>(threads, (rows_per_b + mb_ - 1) / mb_));
     threads_ = threads;
     np_ = (n + nr - 1) / nr * nr;
     mbp_ = (mb_ + mr - 1) / mr * mr;
@@ -285,7 +285,7 @@ class gemm_row_blocks {
   std::size_t compute(std::size_t r, ARows&& a_rows) {
     const std::size_t span = parts_ * mb_;
     const std::size_t t = r / rpb_, i0 = (r % rpb_) / span * span;
-    const std::size_t rows = std::min(span, rpb_ - i0), mr = ops_->mr;
+    const std::size_t rows = alg::min(span, rpb_ - i0), mr = ops_->mr;
     const std::size_t subs = (rows + mb_ - 1) / mb_;
     first_ = t * rpb_ + i0;
     count_ = 0;  // until the block is complete (a_rows may throw)
@@ -296,7 +296,7 @@ class gemm_row_blocks {
     if (last_rows % mr != 0) {
       T* pad = ap_ + last * k_;
       if (a != ap_) std::memcpy(pad, a_last, last_rows * k_ * sizeof(T));
-      std::fill(pad + last_rows * k_, pad + (last_rows + mr - 1) / mr * mr * k_, T(0));
+      alg::fill(pad + last_rows * k_, pad + (last_rows + mr - 1) / mr * mr * k_, T(0));
       a_last = pad;
     }
     const T* bm = bp_ + t * k_ * np_;
@@ -305,8 +305,8 @@ class gemm_row_blocks {
       ops_->block(s + 1 == subs ? a_last : a + s * mb_ * k_, k_, bm, n_rows, k_, n_, c_ + s * mbp_ * np_, np_, ops_->kc);
     };
     const double flops = 2.0 * double(rows) * double(k_) * double(n_);
-    const auto by_work = static_cast<std::size_t>(std::max(1.0, flops / detail::gemm_min_flops_per_thread));
-    exec::parallel_for(subs, static_cast<unsigned>(std::min<std::size_t>({threads_, subs, by_work})), sub);
+    const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / detail::gemm_min_flops_per_thread));
+    exec::parallel_for(subs, static_cast<unsigned>(alg::min<std::size_t>({threads_, subs, by_work})), sub);
     count_ = rows;
     return subs;
   }

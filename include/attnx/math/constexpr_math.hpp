@@ -23,11 +23,12 @@
 
 #include <array>
 #include <bit>
-#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+
+#include "attnx/math/builtin_math.hpp"
 
 namespace attnx::math {
 
@@ -199,7 +200,7 @@ constexpr dd two_sum(double a, double b) noexcept {  // any order (Knuth)
 constexpr dd two_prod(double a, double b) noexcept {
   const double p = a * b;
 #if defined(__FP_FAST_FMA)
-  if (!std::is_constant_evaluated()) return {p, std::fma(a, b, -p)};
+  if (!std::is_constant_evaluated()) return {p, math::rt::fma(a, b, -p)};
 #endif
   constexpr double splitter = 0x1p27 + 1.0;  // Veltkamp: 26 + 27 bit halves
   const double ca = splitter * a, cb = splitter * b;
@@ -436,7 +437,7 @@ constexpr double sin_cos_f64(double x) noexcept {
   if (a < 0x1p-27) return Cos ? 1.0 : x;  // sin x = x - x^3/6 rounds to x; cos x = 1 - x^2/2 rounds to 1 (also +-0)
   if (a >= trig_domain) {
     if (std::is_constant_evaluated()) return attnx_constexpr_sin_cos_argument_must_be_below_2_pow_28(x);
-    return Cos ? std::cos(x) : std::sin(x);
+    return Cos ? math::rt::cos(x) : math::rt::sin(x);
   }
   const trig_reduced r = reduce_pio2(x);
   switch ((r.quadrant + (Cos ? 1 : 0)) & 3) {  // cos x = sin(x + pi/2)
@@ -539,49 +540,49 @@ constexpr T cexp_nonpositive(T x) noexcept {
 template <ieee_float T>
 constexpr T exp(T x) noexcept {
   if (std::is_constant_evaluated()) return cexp(x);
-  return std::exp(x);
+  return math::rt::exp(x);
 }
 
 template <ieee_float T>
 constexpr T expm1(T x) noexcept {
   if (std::is_constant_evaluated()) return cexpm1(x);
-  return std::expm1(x);
+  return math::rt::expm1(x);
 }
 
 template <ieee_float T>
 constexpr T sqrt(T x) noexcept {
   if (std::is_constant_evaluated()) return csqrt(x);
-  return std::sqrt(x);
+  return math::rt::sqrt(x);
 }
 
 template <ieee_float T>
 constexpr T tanh(T x) noexcept {
   if (std::is_constant_evaluated()) return ctanh(x);
-  return std::tanh(x);
+  return math::rt::tanh(x);
 }
 
 template <ieee_float T>
 constexpr T log(T x) noexcept {
   if (std::is_constant_evaluated()) return clog(x);
-  return std::log(x);
+  return math::rt::log(x);
 }
 
 template <ieee_float T>
 constexpr T erf(T x) noexcept {
   if (std::is_constant_evaluated()) return cerf(x);
-  return std::erf(x);
+  return math::rt::erf(x);
 }
 
 template <ieee_float T>
 constexpr T sin(T x) noexcept {
   if (std::is_constant_evaluated()) return csin(x);
-  return std::sin(x);
+  return math::rt::sin(x);
 }
 
 template <ieee_float T>
 constexpr T cos(T x) noexcept {
   if (std::is_constant_evaluated()) return ccos(x);
-  return std::cos(x);
+  return math::rt::cos(x);
 }
 
 }  // namespace attnx::math

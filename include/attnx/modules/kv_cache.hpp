@@ -18,7 +18,6 @@
 // and read into float registers by the kernels (accumulation in float): half the bytes per decoded token.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <stdexcept>
@@ -26,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/math/constexpr_math.hpp"
@@ -56,7 +56,7 @@ class kv_cache {
   std::size_t length(std::size_t b) const { return len_.at(b); }
   std::span<const std::size_t> lengths() const noexcept { return len_; }
 
-  void reset() noexcept { std::fill(len_.begin(), len_.end(), std::size_t{0}); }
+  void reset() noexcept { alg::fill(len_.begin(), len_.end(), std::size_t{0}); }
   void reset(std::size_t b) { len_.at(b) = 0; }
   // Keeps the first n tokens of item b (n <= its length): drops rejected speculative tokens, say.
   void truncate(std::size_t b, std::size_t n) {
@@ -82,7 +82,7 @@ class kv_cache {
   void append(const K& k, const V& v) {
     const auto kt = flat_rows<KvHeads * Dk>(k, "keys");
     const auto vt = flat_rows<KvHeads * Dv>(v, "values");
-    const std::size_t per = std::max<std::size_t>(batch_, 1), nk = kt.numel() / (KvHeads * Dk) / per,
+    const std::size_t per = alg::max<std::size_t>(batch_, 1), nk = kt.numel() / (KvHeads * Dk) / per,
                       nv = vt.numel() / (KvHeads * Dv) / per;
     if (nk != nv)
       detail::throw_extent_error("kv_cache: append: the keys and the values must have as many tokens", "key_tokens", nk,
@@ -142,8 +142,8 @@ class kv_cache {
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t g = 0; g < KvHeads; ++g) {
         // (T to Store element by element: rounded to nearest for bf16 / f16)
-        std::copy_n(k + (t * KvHeads + g) * Dk, Dk, k_.data() + index<Dk>(b, g, len_[b] + t));
-        std::copy_n(v + (t * KvHeads + g) * Dv, Dv, v_.data() + index<Dv>(b, g, len_[b] + t));
+        alg::copy_n(k + (t * KvHeads + g) * Dk, Dk, k_.data() + index<Dk>(b, g, len_[b] + t));
+        alg::copy_n(v + (t * KvHeads + g) * Dv, Dv, v_.data() + index<Dv>(b, g, len_[b] + t));
       }
     len_[b] += n;
   }
@@ -197,7 +197,7 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
     if (causal_order && lens[b] < n)
       detail::throw_extent_error("attend: every query row must be one of the cache's tokens (append first)", "cache_length",
                                  lens[b], "query_rows", n);
-    lk = std::max(lk, lens[b]);
+    lk = alg::max(lk, lens[b]);
   }
   kernels::attention_problem<T> p;
   p.q = q;

@@ -36,7 +36,6 @@
 // With weights_storage::viewed the module itself refers to memory the caller owns.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <span>
@@ -47,6 +46,7 @@
 
 #include <boost/hana/tuple.hpp>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/attention.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/eval/direct.hpp"
@@ -231,8 +231,8 @@ class multi_head_attention {
   static constexpr std::size_t d_model = DModel;
   static constexpr std::size_t heads = h_;
   // (Well-formed values even when a rule above failed, so that only that rule is reported.)
-  static constexpr std::size_t d_k = Opt.d_k != 0 ? Opt.d_k : std::max<std::size_t>(1, DModel / h_);
-  static constexpr std::size_t d_v = Opt.d_v != 0 ? Opt.d_v : std::max<std::size_t>(1, DModel / h_);
+  static constexpr std::size_t d_k = Opt.d_k != 0 ? Opt.d_k : alg::max<std::size_t>(1, DModel / h_);
+  static constexpr std::size_t d_v = Opt.d_v != 0 ? Opt.d_v : alg::max<std::size_t>(1, DModel / h_);
   static constexpr std::size_t kv_heads = kv_ok ? hkv_ : h_;
   static constexpr std::size_t group = heads / kv_heads;  // query heads per key/value head
   static constexpr bool has_bias = Opt.bias;

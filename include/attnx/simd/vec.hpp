@@ -27,13 +27,13 @@
 #pragma once
 
 #include <bit>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "attnx/math/builtin_math.hpp"
 #include "attnx/simd/isa.hpp"
 #include "attnx/tensor/half.hpp"
 #include "attnx/simd/target.hpp"
@@ -64,12 +64,12 @@ struct vec<T, scalar_t> {
   static reg mul(reg a, reg b) { return a * b; }
   static reg div(reg a, reg b) { return a / b; }
   static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
-  static reg fma_exact(reg a, reg b, reg c) { return std::fma(a, b, c); }
+  static reg fma_exact(reg a, reg b, reg c) { return math::rt::fma(a, b, c); }
   static reg div_or_zero(reg a, reg l) { return l == T(0) ? T(0) : a / l; }
   static reg max_keep(reg x, reg m) { return x > m ? x : m; }
   static reg min_pass(reg c, reg x) { return c < x ? c : x; }
   static reg max_pass(reg c, reg x) { return c > x ? c : x; }
-  static reg round_nearest(reg x) { return x == x ? std::nearbyint(x) : x; }
+  static reg round_nearest(reg x) { return x == x ? math::rt::nearbyint(x) : x; }
   static reg scale_pow2(reg p, reg n) {  // two exact steps: subnormal results are not flushed
     if (n != n) return n;
     const int e = static_cast<int>(n), e1 = e / 2, e2 = e - e1;

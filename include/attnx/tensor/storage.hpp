@@ -2,18 +2,17 @@
 //
 // Small buffers live inside the object (a std::array), so a tensor of them is a literal type and
 // can be a constexpr variable. Large buffers go to the heap, 64-byte aligned; C++20 allows that
-// inside a constant evaluation too (std::allocator), as long as the memory is freed before the
+// inside a constant evaluation too (a new-expression), as long as the memory is freed before the
 // evaluation ends.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
-#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/config.hpp"
 #include "attnx/exec/memory.hpp"
 #include "attnx/shape/axis.hpp"
@@ -56,9 +55,9 @@ class storage<T, dyn, false> {
   constexpr storage(uninitialized_t, std::size_t n) : p_(allocate(n)), n_(n) {}
   constexpr explicit storage(std::size_t n) : storage(uninitialized, n) {
     if (std::is_constant_evaluated()) return;  // allocate() value-initialised already
-    std::fill_n(p_, n_, T{});
+    alg::fill_n(p_, n_, T{});
   }
-  constexpr storage(const storage& o) : p_(allocate(o.n_)), n_(o.n_) { std::copy_n(o.p_, n_, p_); }
+  constexpr storage(const storage& o) : p_(allocate(o.n_)), n_(o.n_) { alg::copy_n(o.p_, n_, p_); }
   constexpr storage(storage&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   constexpr storage& operator=(const storage& o) {
     if (this != &o) {
@@ -67,7 +66,7 @@ class storage<T, dyn, false> {
         p_ = allocate(o.n_);
         n_ = o.n_;
       }
-      std::copy_n(o.p_, n_, p_);
+      alg::copy_n(o.p_, n_, p_);
     }
     return *this;
   }
@@ -86,9 +85,7 @@ class storage<T, dyn, false> {
   static constexpr T* allocate(std::size_t n) {
     if (n == 0) return nullptr;
     if (std::is_constant_evaluated()) {
-      T* p = std::allocator<T>{}.allocate(n);
-      for (std::size_t i = 0; i < n; ++i) std::construct_at(p + i);
-      return p;
+      return new T[n]();  // (a constexpr new-expression: std::allocator would need <memory>, which is heavy)
     }
     static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
     static_assert(heap_alignment <= exec::memory_alignment);
@@ -97,7 +94,7 @@ class storage<T, dyn, false> {
   constexpr void release() {
     if (!p_) return;
     if (std::is_constant_evaluated()) {
-      std::allocator<T>{}.deallocate(p_, n_);
+      delete[] p_;
     } else {
       exec::release_bytes(p_, n_ * sizeof(T));
     }

@@ -1,7 +1,6 @@
 // attnx: basic_tensor, the owning tensor with a static shape.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstddef>
@@ -12,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/traversal.hpp"
 #include "attnx/shape/errors.hpp"
@@ -256,7 +256,7 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
   template <std::integral... I>
     requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
   constexpr explicit basic_tensor(I... e) : basic_tensor(uninitialized, e...) {
-    std::fill_n(data(), numel(), T{});
+    alg::fill_n(data(), numel(), T{});
   }
   template <std::integral... I>
     requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
@@ -315,7 +315,7 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
   static constexpr basic_tensor from_flat(std::span<const T> flat, I... e) {
     basic_tensor t = make_uninitialized(e...);
     if (flat.size() != t.numel()) throw std::length_error(t.size_message(flat.size()));
-    std::copy_n(flat.data(), flat.size(), t.data());
+    alg::copy_n(flat.data(), flat.size(), t.data());
     return t;
   }
   // Element (i, j, ...) = f(i, j, ...) (then the dyn axes' extents).
@@ -338,7 +338,7 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
   template <std::integral... I>
   static constexpr basic_tensor filled(T v, I... e) {
     basic_tensor t = make_uninitialized(e...);
-    std::fill_n(t.data(), t.numel(), v);
+    alg::fill_n(t.data(), t.numel(), v);
     return t;
   }
 
@@ -392,7 +392,7 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
   }
 
   friend constexpr bool operator==(const basic_tensor& a, const basic_tensor& b) {
-    return a.dims() == b.dims() && std::equal(a.begin(), a.end(), b.begin());
+    return a.dims() == b.dims() && alg::equal(a.begin(), a.end(), b.begin());
   }
 
  private:

@@ -6,7 +6,6 @@
 // assigned an expression.
 #pragma once
 
-#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <span>
@@ -15,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnx/util/algorithm.hpp"
 #include "attnx/expr/expression.hpp"
 #include "attnx/expr/traversal.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -145,7 +145,7 @@ class basic_view : public expression_tag, public detail::extents_holder<Shape, f
         assign_into(p_, e);
       } else {
         const basic_tensor<element, Shape> fresh(e);
-        std::copy_n(fresh.data(), fresh.numel(), p_);
+        alg::copy_n(fresh.data(), fresh.numel(), p_);
       }
     }
     return *this;
@@ -186,7 +186,7 @@ class basic_view : public expression_tag, public detail::extents_holder<Shape, f
         assign_into(p_, x);
       } else {
         const basic_tensor<element, Shape> fresh(x);
-        std::copy_n(fresh.data(), fresh.numel(), p_);
+        alg::copy_n(fresh.data(), fresh.numel(), p_);
       }
     }
     return *this;
