@@ -35,20 +35,22 @@
 namespace attnx {
 
 class context {
+  using enum exec::detail::memory_order;  // every setting and counter is relaxed: memory_order_relaxed
+
  public:
   // All CPUs, the best instruction set, fused kernel and blocked GEMM on.
   context() noexcept : isa_(simd::best_supported()) {}
   // Copies the settings; the counters start at 0.
   context(const context& o) noexcept
-      : threads_(o.threads_.load(exec::detail::memory_order_relaxed)),
-        isa_(o.isa_.load(exec::detail::memory_order_relaxed)),
-        fused_(o.fused_.load(exec::detail::memory_order_relaxed)),
-        gemm_(o.gemm_.load(exec::detail::memory_order_relaxed)) {}
+      : threads_(o.threads_.load(memory_order_relaxed)),
+        isa_(o.isa_.load(memory_order_relaxed)),
+        fused_(o.fused_.load(memory_order_relaxed)),
+        gemm_(o.gemm_.load(memory_order_relaxed)) {}
   context& operator=(const context& o) noexcept {
-    threads_.store(o.threads_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
-    isa_.store(o.isa_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
-    fused_.store(o.fused_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
-    gemm_.store(o.gemm_.load(exec::detail::memory_order_relaxed), exec::detail::memory_order_relaxed);
+    threads_.store(o.threads_.load(memory_order_relaxed), memory_order_relaxed);
+    isa_.store(o.isa_.load(memory_order_relaxed), memory_order_relaxed);
+    fused_.store(o.fused_.load(memory_order_relaxed), memory_order_relaxed);
+    gemm_.store(o.gemm_.load(memory_order_relaxed), memory_order_relaxed);
     return *this;
   }
 
@@ -79,40 +81,40 @@ class context {
 
   // Threads per evaluation, as it will run: 1 .. exec::max_threads().
   unsigned threads() const noexcept {
-    const unsigned n = threads_.load(exec::detail::memory_order_relaxed);
+    const unsigned n = threads_.load(memory_order_relaxed);
     const unsigned m = exec::max_threads();
     return n == 0 ? m : alg::min(n, m);
   }
   // 0: all; more than exec::max_threads(): clamped to it (threads() tells).
   context& set_threads(unsigned n) noexcept {
-    threads_.store(n, exec::detail::memory_order_relaxed);
+    threads_.store(n, memory_order_relaxed);
     return *this;
   }
 
-  simd::isa isa() const noexcept { return isa_.load(exec::detail::memory_order_relaxed); }
+  simd::isa isa() const noexcept { return isa_.load(memory_order_relaxed); }
   context& set_isa(simd::isa i) {
     check_isa(i, "set_isa");
-    isa_.store(i, exec::detail::memory_order_relaxed);
+    isa_.store(i, memory_order_relaxed);
     return *this;
   }
 
-  bool fused() const noexcept { return fused_.load(exec::detail::memory_order_relaxed); }
+  bool fused() const noexcept { return fused_.load(memory_order_relaxed); }
   context& set_fused(bool on) noexcept {
-    fused_.store(on, exec::detail::memory_order_relaxed);
+    fused_.store(on, memory_order_relaxed);
     return *this;
   }
 
-  bool blocked_gemm() const noexcept { return gemm_.load(exec::detail::memory_order_relaxed); }
+  bool blocked_gemm() const noexcept { return gemm_.load(memory_order_relaxed); }
   context& set_blocked_gemm(bool on) noexcept {
-    gemm_.store(on, exec::detail::memory_order_relaxed);
+    gemm_.store(on, memory_order_relaxed);
     return *this;
   }
 
   // What evaluations with this context did: fused kernel runs, and row blocks of the blocked GEMM.
-  std::size_t fused_runs() const noexcept { return fused_runs_.load(exec::detail::memory_order_relaxed); }
-  std::size_t gemm_blocks() const noexcept { return gemm_blocks_.load(exec::detail::memory_order_relaxed); }
-  void count_fused_run() const noexcept { fused_runs_.fetch_add(1, exec::detail::memory_order_relaxed); }
-  void count_gemm_blocks(std::size_t n) const noexcept { gemm_blocks_.fetch_add(n, exec::detail::memory_order_relaxed); }
+  std::size_t fused_runs() const noexcept { return fused_runs_.load(memory_order_relaxed); }
+  std::size_t gemm_blocks() const noexcept { return gemm_blocks_.load(memory_order_relaxed); }
+  void count_fused_run() const noexcept { fused_runs_.fetch_add(1, memory_order_relaxed); }
+  void count_gemm_blocks(std::size_t n) const noexcept { gemm_blocks_.fetch_add(n, memory_order_relaxed); }
 
  private:
   static void check_isa(simd::isa i, std::string_view what) {
@@ -182,7 +184,7 @@ unsigned parallel_for(std::size_t count, unsigned slots, Body&& body) {
       slots,
       [](void* arg, unsigned slot) {
         auto& st = *static_cast<state*>(arg);
-        for (std::size_t i; (i = st.next.fetch_add(1, exec::detail::memory_order_relaxed)) < st.count;) (*st.body)(i, slot);
+        for (std::size_t i; (i = st.next.fetch_add(1, detail::memory_order_relaxed)) < st.count;) (*st.body)(i, slot);
       },
       &s);
 }

@@ -2,8 +2,8 @@
 // equal, all_of, stable_sort), with the standard's semantics.
 //
 // Why not <algorithm>: in C++20 it brings the ranges algorithms and the parallel ones' declarations,
-// about 5% of the cost of compiling an empty program that includes <attnx/attnx.hpp> (g++ 12, counted in
-// instructions: docs/design.md, "Compile time"), for functions of a line or two. min and max compare
+// 3-5% of the cost of compiling an empty program that includes <attnx/attnx.hpp> (g++ 12: 150-260 M of
+// 5391 M instructions, docs/design.md, "Compile time"), for functions of a line or two. min and max compare
 // exactly as std::min and std::max do (which operand a NaN gives back is the same).
 #pragma once
 
@@ -61,8 +61,9 @@ constexpr Out copy_n(In first, Size n, Out out) {
     using D = std::remove_pointer_t<Out>;
     if constexpr (std::is_same_v<S, std::remove_cv_t<D>> && std::is_trivially_copyable_v<S>) {
       if (!std::is_constant_evaluated()) {
-        if (n > 0) __builtin_memmove(out, first, static_cast<std::size_t>(n) * sizeof(S));
-        return out + (n > 0 ? n : 0);
+        if (n <= 0) return out;
+        __builtin_memmove(out, first, static_cast<std::size_t>(n) * sizeof(S));
+        return out + n;
       }
     }
   }
