@@ -63,6 +63,18 @@ BOOST_AUTO_TEST_CASE(settings_and_their_defaults) {
   context c;
   BOOST_TEST(c.threads() == exec::max_threads());
   BOOST_TEST(int(c.isa()) == int(simd::best_supported()));
+  // supported(): every path the CPU runs, least capable first, scalar always, the best one last
+  const simd::isa_list runs = simd::supported();
+  BOOST_TEST(!runs.empty());
+  BOOST_TEST(int(runs[0]) == int(simd::isa::scalar));
+  BOOST_TEST(int(runs[runs.size() - 1]) == int(simd::best_supported()));
+  std::size_t count = 0;
+  for (simd::isa i : simd::all_isas) {
+    BOOST_TEST(runs.contains(i) == simd::cpu_supports(i));
+    count += simd::cpu_supports(i) ? 1 : 0;
+  }
+  BOOST_TEST(runs.size() == count);
+  for (std::size_t k = 1; k < runs.size(); ++k) BOOST_TEST(int(runs[k - 1]) < int(runs[k]));
   BOOST_TEST(c.fused());
   BOOST_TEST(c.blocked_gemm());
   c.set_threads(1).set_fused(false).set_blocked_gemm(false).set_isa(simd::isa::scalar);

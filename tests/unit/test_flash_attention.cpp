@@ -32,7 +32,7 @@ constexpr double abs_tol = sizeof(T) == 4 ? 1e-5 : 1e-13;
 template <class T>
 constexpr double rel_tol = sizeof(T) == 4 ? 1e-5 : 1e-13;
 
-std::vector<isa> runnable_isas() { return attnx::simd::supported(); }
+attnx::simd::isa_list runnable_isas() { return attnx::simd::supported(); }
 const char* isa_name(isa i) { return attnx::simd::name(i).data(); }
 
 // Memory layout of Q, K, V and O: [batch][head][row][col] or [batch][row][head][col] (the

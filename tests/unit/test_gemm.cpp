@@ -130,7 +130,7 @@ bool close_to(const P* got, const dvec& want, double tol) {
 }
 
 // The instruction sets this CPU can run.
-std::vector<simd::isa> available_isas() { return simd::supported(); }
+simd::isa_list available_isas() { return simd::supported(); }
 
 // Runs body() once per available instruction set, with the products' evaluators using that one (set in
 // the default context, which the evaluations below use).

@@ -151,6 +151,27 @@ BOOST_AUTO_TEST_CASE(cache_rules) {
   BOOST_CHECK_EXCEPTION(cache.truncate(0, 3), std::out_of_range, says({"truncate item 0 to 3 tokens, but it holds 2"}));
   cache.truncate(1, 1);
   BOOST_TEST(cache.length(1) == 1);
+  // an item past the batch: std::out_of_range naming it and the batch, wherever an item is named
+  BOOST_CHECK_EXCEPTION((void)cache.length(2), std::out_of_range, says({"kv_cache: batch item 2 of a cache of 2"}));
+  BOOST_CHECK_EXCEPTION(cache.reset(5), std::out_of_range, says({"batch item 5 of a cache of 2"}));
+  BOOST_CHECK_EXCEPTION(cache.truncate(2, 0), std::out_of_range, says({"batch item 2 of a cache of 2"}));
+  // (the item through a volatile: with a constant 2, g++ 12 -O2 warns -Warray-bounds about the write that the
+  // check before it never lets happen)
+  const volatile std::size_t past = 2;
+  BOOST_CHECK_EXCEPTION(cache.append(past, k.data(), v.data(), 1), std::out_of_range, says({"batch item 2 of a cache of 2"}));
+  BOOST_TEST(cache.lengths().size() == 2u);
+  BOOST_TEST(cache.lengths()[0] == 2u);
+  BOOST_TEST(cache.lengths()[1] == 1u);
+  {  // a copy holds its own keys and lengths
+    attnx::kv_cache<float, 2, 4> copy = cache;
+    copy.truncate(0, 0);
+    BOOST_TEST(copy.length(0) == 0u);
+    BOOST_TEST(cache.length(0) == 2u);
+    BOOST_TEST(copy.values(1, 1)(0, 3) == 2.0f);
+    attnx::kv_cache<float, 2, 4> moved = std::move(copy);
+    BOOST_TEST(moved.length(1) == 1u);
+    BOOST_TEST(moved.keys(1, 0)(0, 0) == 1.0f);
+  }
   cache.reset(0);
   BOOST_TEST(cache.length(0) == 0);
   cache.reset();

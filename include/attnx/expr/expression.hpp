@@ -11,12 +11,12 @@
 
 #include <concepts>
 #include <cstddef>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
+#include "attnx/util/pack.hpp"
 
 namespace attnx {
 
@@ -149,7 +149,7 @@ template <class... Args>
 constexpr void check_expression_arguments() {
   constexpr std::size_t i = first_foreign_argument<Args...>();
   if constexpr (i < sizeof...(Args)) {
-    using Arg = std::remove_cvref_t<std::tuple_element_t<i, std::tuple<Args...>>>;
+    using Arg = std::remove_cvref_t<detail::type_at_t<i, Args...>>;
     static_assert(error::holds<error::not_an_attnx_expression<error::argument_position<i + 1>, error::argument_type<Arg>>>,
                   "attnx: this argument is not an attnx tensor, view or expression: wrap a buffer with "
                   "attnx::view<const T, extents...>(data, count) or view<const T, extents...>(range), or copy it into "

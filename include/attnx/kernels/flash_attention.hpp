@@ -18,9 +18,9 @@
 #include <string>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "attnx/util/algorithm.hpp"
+#include "attnx/util/dynarray.hpp"
 #include "attnx/math/builtin_math.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/exec/memory.hpp"
@@ -331,7 +331,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   struct span {
     std::size_t cost, qb, n;
   };
-  std::vector<span> spans;  // per batch item: the query-block groups and their cost (keys x rows)
+  attnx::detail::dynarray<span> spans;  // per batch item: the query-block groups and their cost (keys x rows)
   double total = 0;
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t qb = 0; qb < blocks; qb += (qb < full ? alg::min(group, full - qb) : 1)) {
@@ -346,7 +346,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
       spans.push_back({cost, qb, n});
     }
   const std::size_t per_b = spans.size() / p.batch;
-  std::vector<item> items;
+  attnx::detail::dynarray<item> items;
   items.reserve(spans.size() * p.heads);
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t h = 0; h < p.heads; ++h)
@@ -409,13 +409,13 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
   const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
   // Per batch item and row: the limit of each limit step, and the end of the keys read.
-  std::vector<std::size_t> limits(p.batch * alg::max<std::size_t>(nl, 1) * rows), ends(p.batch * rows);
+  attnx::detail::dynarray<std::size_t> limits(p.batch * alg::max<std::size_t>(nl, 1) * rows), ends(p.batch * rows);
   struct item {
     std::uint32_t b, g;
     std::size_t k0, k1;
   };
-  std::vector<item> items;
-  std::vector<std::size_t> first(p.batch * p.kv_heads + 1);  // items of (b, g): [first[bg], first[bg + 1])
+  attnx::detail::dynarray<item> items;
+  attnx::detail::dynarray<std::size_t> first(p.batch * p.kv_heads + 1);  // items of (b, g): [first[bg], first[bg + 1])
   double work = 0;
   for (std::size_t b = 0; b < p.batch; ++b) {
     std::size_t kend = 0;
@@ -482,10 +482,10 @@ void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
 
 // K and V stored as bf16 / f16 on the prefill path: converted to T once, then the ordinary kernel.
 template <class T>
-void widen_kv(const attention_problem<T>& p, std::vector<T>& k, std::vector<T>& v, attention_problem<T>& wide) {
+void widen_kv(const attention_problem<T>& p, attnx::detail::dynarray<T>& k, attnx::detail::dynarray<T>& v, attention_problem<T>& wide) {
   wide = p;
   wide.kv = kv_storage::same;
-  const auto widen = [&](strided<const std::uint16_t> src, std::size_t d, std::vector<T>& dst) -> strided<const T> {
+  const auto widen = [&](strided<const std::uint16_t> src, std::size_t d, attnx::detail::dynarray<T>& dst) -> strided<const T> {
     dst.resize(p.batch * p.kv_heads * p.lk * d);
     std::size_t n = 0;
     for (std::size_t b = 0; b < p.batch; ++b)
@@ -523,7 +523,7 @@ void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
 #endif
   }
   if (p.kv != kv_storage::same) {
-    std::vector<T> k, v;
+    attnx::detail::dynarray<T> k, v;
     attention_problem<T> wide;
     widen_kv(p, k, v, wide);
     return flash_attention_isa<T, I>(wide, threads);

@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -206,7 +205,7 @@ std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, s
   const std::size_t panels_per_b = (rows_per_b + mr - 1) / mr;
   std::size_t per_b = (rows_per_b + mb - 1) / mb;
   if (most > 1 && nb * per_b < 8 * std::size_t(most)) {
-    const std::size_t mult = alg::max<std::size_t>(1, most / std::gcd(std::size_t(most), nb));
+    const std::size_t mult = alg::max<std::size_t>(1, most / alg::gcd(std::size_t(most), nb));
     per_b = alg::min(panels_per_b, (per_b + mult - 1) / mult * mult);
   }
   const std::size_t blocks = nb * per_b;

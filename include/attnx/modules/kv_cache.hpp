@@ -23,9 +23,9 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "attnx/util/algorithm.hpp"
+#include "attnx/util/dynarray.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/math/constexpr_math.hpp"
@@ -53,14 +53,14 @@ class kv_cache {
 
   std::size_t batch() const noexcept { return batch_; }
   std::size_t capacity() const noexcept { return cap_; }
-  std::size_t length(std::size_t b) const { return len_.at(b); }
-  std::span<const std::size_t> lengths() const noexcept { return len_; }
+  std::size_t length(std::size_t b) const { return len_[item(b)]; }
+  std::span<const std::size_t> lengths() const noexcept { return {len_.data(), len_.size()}; }
 
   void reset() noexcept { alg::fill(len_.begin(), len_.end(), std::size_t{0}); }
-  void reset(std::size_t b) { len_.at(b) = 0; }
+  void reset(std::size_t b) { len_[item(b)] = 0; }
   // Keeps the first n tokens of item b (n <= its length): drops rejected speculative tokens, say.
   void truncate(std::size_t b, std::size_t n) {
-    if (n > len_.at(b))
+    if (n > len_[item(b)])
       throw std::out_of_range("attnx: kv_cache: truncate item " + std::to_string(b) + " to " + std::to_string(n) +
                               " tokens, but it holds " + std::to_string(len_[b]));
     len_[b] = n;
@@ -93,9 +93,7 @@ class kv_cache {
   // Throws unless n more tokens fit in item b (std::out_of_range for an item past the batch, std::length_error
   // past the capacity): what append checks before writing anything.
   void check_room(std::size_t b, std::size_t n) const {
-    if (b >= batch_)
-      throw std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_));
-    if (n > cap_ - len_[b])
+    if (n > cap_ - len_[item(b)])
       throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " + std::to_string(b) +
                               " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_));
   }
@@ -172,9 +170,16 @@ class kv_cache {
     }
   }
 
+  // b, or std::out_of_range when the cache has no item b.
+  std::size_t item(std::size_t b) const {
+    if (b >= batch_)
+      throw std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_));
+    return b;
+  }
+
   std::size_t batch_, cap_;
-  std::vector<std::size_t> len_;
-  std::vector<Store> k_, v_;
+  detail::dynarray<std::size_t> len_;
+  detail::dynarray<Store> k_, v_;
 };
 
 template <class C>
@@ -190,7 +195,7 @@ template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
                   kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true) {
   if (batch == 0 || n == 0) return;
-  std::vector<std::size_t> lens(batch);
+  detail::dynarray<std::size_t> lens(batch);
   std::size_t lk = 0;
   for (std::size_t b = 0; b < batch; ++b) {
     lens[b] = cache.length(b0 + b);

@@ -21,9 +21,11 @@
 #pragma once
 
 #include <cstddef>
-#include <tuple>
 #include <type_traits>
 #include <utility>
+
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/unpack.hpp>
 
 #include "attnx/eval/assign.hpp"
 #include "attnx/exec/context.hpp"
@@ -40,7 +42,7 @@ enum class norm_position { pre, post };
 template <class M, class... Masks>
 struct cross_memory {
   M memory;
-  std::tuple<Masks...> masks;
+  boost::hana::tuple<Masks...> masks;
 };
 template <expression M, class... Masks>
 constexpr auto cross(M&& memory, Masks&&... masks) {
@@ -190,7 +192,7 @@ struct transformer_block {
   template <class M, class... MM>
   constexpr auto memory_attend(const cross_memory<M, MM...>& c) const {
     return [this, &c](const auto& a) {
-      return std::apply([&](const auto&... mk) { return cross_attn(a, c.memory, mk...); }, c.masks);
+      return boost::hana::unpack(c.masks, [&](const auto&... mk) { return cross_attn(a, c.memory, mk...); });
     };
   }
   template <class C>

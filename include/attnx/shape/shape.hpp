@@ -11,11 +11,11 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "attnx/shape/axis.hpp"
+#include "attnx/util/pack.hpp"
 
 namespace attnx {
 
@@ -34,7 +34,7 @@ struct shape {
   static constexpr std::size_t cols = rank == 0 ? 1 : extents[rank == 0 ? 0 : rank - 1];
   static constexpr std::size_t rows = !is_static ? dyn : cols == 0 ? 0 : size / cols;
   template <std::size_t I>
-  using axis_t = std::tuple_element_t<I, std::tuple<Axes...>>;
+  using axis_t = detail::type_at_t<I, Axes...>;
   template <std::size_t I>
   static constexpr std::size_t extent = axis_t<I>::extent;
 };

@@ -11,7 +11,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define ATTNX_SIMD_X86 1
@@ -88,9 +87,29 @@ inline isa best_supported() noexcept {
   return cpu_supports(isa::avx512) ? isa::avx512 : cpu_supports(isa::avx2) ? isa::avx2 : isa::scalar;
 }
 
+// A set of paths, least capable first: a range of isa (begin/end, size, operator[]).
+class isa_list {
+ public:
+  constexpr const isa* begin() const noexcept { return items_.data(); }
+  constexpr const isa* end() const noexcept { return items_.data() + n_; }
+  constexpr std::size_t size() const noexcept { return n_; }
+  constexpr bool empty() const noexcept { return n_ == 0; }
+  constexpr isa operator[](std::size_t k) const noexcept { return items_[k]; }
+  constexpr bool contains(isa i) const noexcept {
+    for (isa x : *this)
+      if (x == i) return true;
+    return false;
+  }
+  constexpr void push_back(isa i) noexcept { items_[n_++] = i; }  // (at most one of each)
+
+ private:
+  std::array<isa, all_isas.size()> items_{};
+  std::size_t n_ = 0;
+};
+
 // Every path this CPU can run, least capable first (what the tests iterate over).
-inline std::vector<isa> supported() {
-  std::vector<isa> out;
+inline isa_list supported() noexcept {
+  isa_list out;
   for (isa i : all_isas)
     if (cpu_supports(i)) out.push_back(i);
   return out;

@@ -1,5 +1,5 @@
 // attnx: the handful of <algorithm> functions the headers use (min, max, clamp, fill, fill_n, copy_n,
-// equal, all_of, stable_sort), with the standard's semantics.
+// equal, all_of, stable_sort, gcd), with the standard's semantics.
 //
 // Why not <algorithm>: in C++20 it brings the ranges algorithms and the parallel ones' declarations,
 // 3-5% of the cost of compiling an empty program that includes <attnx/attnx.hpp> (g++ 12: 150-260 M of
@@ -11,7 +11,8 @@
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
-#include <vector>
+
+#include "attnx/util/dynarray.hpp"
 
 namespace attnx::alg {
 
@@ -85,6 +86,18 @@ constexpr bool all_of(It first, It last, Pred pred) {
   return true;
 }
 
+// The greatest common divisor of two unsigned integers (gcd(0, b) = b), as std::gcd.
+template <class U>
+  requires std::is_unsigned_v<U>
+constexpr U gcd(U a, U b) noexcept {
+  while (b != 0) {
+    const U r = static_cast<U>(a % b);
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
 // Sorts [first, last) (random access) by less, keeping the order of equal elements: merges runs of
 // doubling width through a buffer (n log n comparisons, 2n elements of memory).
 template <class It, class Less>
@@ -92,7 +105,7 @@ void stable_sort(It first, It last, Less less) {
   using V = std::remove_cvref_t<decltype(*first)>;
   const auto n = static_cast<std::size_t>(last - first);
   if (n < 2) return;
-  std::vector<V> a(first, last), b(a);
+  attnx::detail::dynarray<V> a(first, last), b(a);
   for (std::size_t width = 1; width < n; width *= 2) {
     for (std::size_t lo = 0; lo < n; lo += 2 * width) {
       const std::size_t mid = min(lo + width, n), hi = min(lo + 2 * width, n);
