@@ -87,7 +87,7 @@ inline isa best_supported() noexcept {
   return cpu_supports(isa::avx512) ? isa::avx512 : cpu_supports(isa::avx2) ? isa::avx2 : isa::scalar;
 }
 
-// A set of paths, least capable first: a range of isa (begin/end, size, operator[]).
+// A set of paths, least capable first: a range of isa (begin/end, size, operator[]). Built by supported().
 class isa_list {
  public:
   constexpr const isa* begin() const noexcept { return items_.data(); }
@@ -100,14 +100,17 @@ class isa_list {
       if (x == i) return true;
     return false;
   }
-  constexpr void push_back(isa i) noexcept { items_[n_++] = i; }  // (at most one of each)
 
  private:
+  friend isa_list supported() noexcept;
+  constexpr void push_back(isa i) noexcept { items_[n_++] = i; }  // (each path at most once: fits)
+
   std::array<isa, all_isas.size()> items_{};
   std::size_t n_ = 0;
 };
 
-// Every path this CPU can run, least capable first (what the tests iterate over).
+// Every path this CPU can run, least capable first (what the tests iterate over):
+//   for (attnx::simd::isa i : attnx::simd::supported()) ...
 inline isa_list supported() noexcept {
   isa_list out;
   for (isa i : all_isas)
