@@ -25,11 +25,11 @@
 #include <stdexcept>
 
 #include "attnx/util/algorithm.hpp"
-#include "attnx/util/dynarray.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/eval/fused.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/kernels/attention_state.hpp"
+#include "attnx/tensor/storage.hpp"
 #include "attnx/tensor/tensor.hpp"
 
 namespace attnx {
@@ -102,7 +102,7 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
                          rows);
   attention_state<T, S> m{basic_tensor<T, S>(d, uninitialized),
                           basic_tensor<T, typename attention_state<T, S>::lse_shape>(states[0]->lse.dims(), uninitialized)};
-  detail::dynarray<T> parts(n * (dv + 2));  // each state's row as a partial state: m = lse, l = 1, o = out
+  storage<T, dyn> parts(uninitialized, n * (dv + 2));  // each state's row as a partial state: m = lse, l = 1, o = out
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < n; ++c) {
       T* part = parts.data() + c * (dv + 2);
@@ -120,9 +120,9 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
 // The state of the union of the key sets of the given states (all of one shape; at least one).
 template <class T, class S>
 attention_state<T, S> merge(std::span<const attention_state<T, S>> states) {
-  detail::dynarray<const attention_state<T, S>*> ptrs;
-  for (const auto& st : states) ptrs.push_back(&st);
-  return detail::merge_states(ptrs.data(), ptrs.size());
+  storage<const attention_state<T, S>*, dyn> ptrs(uninitialized, states.size());
+  for (std::size_t i = 0; i < states.size(); ++i) ptrs.data()[i] = &states[i];
+  return detail::merge_states(ptrs.data(), states.size());
 }
 template <class T, class S, class... More>
   requires(std::is_same_v<More, attention_state<T, S>> && ...)

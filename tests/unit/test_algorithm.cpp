@@ -1,4 +1,4 @@
-// util/algorithm.hpp, util/dynarray.hpp and math/builtin_math.hpp: attnx's replacements for <algorithm>, <vector> and <cmath> (compile
+// util/algorithm.hpp and math/builtin_math.hpp: attnx's replacements for <algorithm> and <cmath> (compile
 // time) give what the standard functions give, checked against them.
 #define BOOST_TEST_MODULE algorithm
 #include <boost/test/unit_test.hpp>
@@ -101,66 +101,6 @@ BOOST_AUTO_TEST_CASE(gcd_equals_std_gcd) {
   for (std::size_t a : {0u, 1u, 2u, 6u, 12u, 17u, 64u, 96u, 1000u})
     for (std::size_t b : {0u, 1u, 3u, 4u, 8u, 18u, 64u, 250u}) BOOST_TEST(alg::gcd(a, b) == std::gcd(a, b), a << ", " << b);
   static_assert(alg::gcd(12u, 18u) == 6u);
-}
-
-// util/dynarray.hpp: the headers' std::vector replacement, against std::vector doing the same steps.
-BOOST_AUTO_TEST_CASE(dynarray_behaves_as_vector) {
-  using attnx::detail::dynarray;
-  dynarray<std::size_t> d;
-  std::vector<std::size_t> v;
-  BOOST_TEST(d.empty());
-  BOOST_TEST(d.data() == nullptr);
-  for (std::size_t i = 0; i < 100; ++i) {  // growth keeps the values
-    d.push_back(i * i);
-    v.push_back(i * i);
-  }
-  BOOST_TEST(d.size() == v.size());
-  BOOST_TEST(std::equal(d.begin(), d.end(), v.begin(), v.end()));
-  for (int i = 0; i < 20; ++i) d.push_back(d[0] + 1), v.push_back(v[0] + 1);  // an element of its own, as it grows
-  BOOST_TEST(std::equal(d.begin(), d.end(), v.begin(), v.end()));
-  d.push_back(d.back());
-  BOOST_TEST(d[d.size() - 1] == d[d.size() - 2]);
-
-  const dynarray<int> zeros(5);  // value-initialised
-  BOOST_TEST(std::all_of(zeros.begin(), zeros.end(), [](int x) { return x == 0; }));
-  dynarray<int> sevens(4, 7);
-  BOOST_TEST(sevens.size() == 4u);
-  BOOST_TEST(std::count(sevens.begin(), sevens.end(), 7) == 4);
-  sevens.resize(6);  // new elements value-initialised, the old ones kept
-  BOOST_TEST(sevens[3] == 7);
-  BOOST_TEST(sevens[4] == 0);
-  BOOST_TEST(sevens[5] == 0);
-  sevens.resize(2);
-  BOOST_TEST(sevens.size() == 2u);
-  sevens.resize(3);
-  BOOST_TEST(sevens[2] == 0);  // not the 7 that was there before
-
-  dynarray<int> copy = sevens;  // a copy of its own
-  copy[0] = -1;
-  BOOST_TEST(sevens[0] == 7);
-  const int* before = copy.data();
-  dynarray<int> moved = std::move(copy);  // the buffer moves, the source is left empty
-  BOOST_TEST(moved.data() == before);
-  BOOST_TEST(copy.empty());
-  copy = moved;
-  BOOST_TEST(copy.size() == 3u);
-  BOOST_TEST(copy[0] == -1);
-  const dynarray<int>& self = copy;
-  copy = self;  // self-assignment keeps the elements
-  BOOST_TEST(copy[0] == -1);
-
-  const std::vector<std::pair<int, int>> src{{1, 2}, {3, 4}, {5, 6}};  // a non-trivial element type, from a range
-  dynarray<std::pair<int, int>> pairs(src.begin(), src.end());
-  BOOST_TEST(pairs.size() == 3u);
-  BOOST_TEST(pairs[2].second == 6);
-  dynarray<int> r;
-  r.reserve(10);
-  const int* at = r.data();
-  for (int i = 0; i < 10; ++i) r.push_back(i);
-  BOOST_TEST(r.data() == at);  // no reallocation within the capacity
-  r.clear();
-  BOOST_TEST(r.empty());
-  BOOST_TEST(r.capacity() >= 10u);
 }
 
 // util/pack.hpp: the I-th type of a pack.

@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE kv_cache
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "support.hpp"
@@ -159,6 +160,9 @@ BOOST_AUTO_TEST_CASE(cache_rules) {
   // check before it never lets happen)
   const volatile std::size_t past = 2;
   BOOST_CHECK_EXCEPTION(cache.append(past, k.data(), v.data(), 1), std::out_of_range, says({"batch item 2 of a cache of 2"}));
+  // the keys and values sit in 64-byte aligned storage (each row of d_k = 4 floats starts 16 bytes on)
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(cache.keys(0, 0).data()) % 64 == 0u);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(cache.values(0, 0).data()) % 64 == 0u);
   BOOST_TEST(cache.lengths().size() == 2u);
   BOOST_TEST(cache.lengths()[0] == 2u);
   BOOST_TEST(cache.lengths()[1] == 1u);

@@ -20,7 +20,6 @@
 #include <utility>
 
 #include "attnx/util/algorithm.hpp"
-#include "attnx/util/dynarray.hpp"
 #include "attnx/math/builtin_math.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/exec/memory.hpp"
@@ -30,6 +29,7 @@
 #include "attnx/simd/target.hpp"
 #include "attnx/simd/vec.hpp"
 #include "attnx/tensor/half.hpp"
+#include "attnx/tensor/storage.hpp"
 
 ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels::detail {
@@ -331,7 +331,9 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   struct span {
     std::size_t cost, qb, n;
   };
-  attnx::detail::dynarray<span> spans;  // per batch item: the query-block groups and their cost (keys x rows)
+  // Per batch item: the query-block groups and their cost (keys x rows); at most one per query block.
+  storage<span, dyn> spans(uninitialized, p.batch * blocks);
+  std::size_t ns = 0;
   double total = 0;
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t qb = 0; qb < blocks; qb += (qb < full ? alg::min(group, full - qb) : 1)) {
@@ -343,29 +345,29 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
         cost += (skip_limit(p, plan, b, last) + 1) * (last + 1 - g * MQ);
       }
       total += double(cost) * double(p.heads);
-      spans.push_back({cost, qb, n});
+      spans.data()[ns++] = {cost, qb, n};
     }
-  const std::size_t per_b = spans.size() / p.batch;
-  attnx::detail::dynarray<item> items;
-  items.reserve(spans.size() * p.heads);
+  const std::size_t per_b = ns / p.batch, ni = ns * p.heads;
+  storage<item, dyn> items(uninitialized, ni);
+  item* next = items.data();
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t h = 0; h < p.heads; ++h)
-      for (std::size_t s = b * per_b; s < (b + 1) * per_b; ++s)
-        items.push_back({spans[s].cost, spans[s].qb * MQ, spans[s].n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)});
+      for (const span* sp = spans.data() + b * per_b; sp != spans.data() + (b + 1) * per_b; ++sp)
+        *next++ = {sp->cost, sp->qb * MQ, sp->n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)};
   const double flops = 2.0 * total * double(p.dk + p.dv);
   const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
-  const auto slots = static_cast<unsigned>(alg::min<std::size_t>({threads, items.size(), by_work}));
+  const auto slots = static_cast<unsigned>(alg::min<std::size_t>({threads, ni, by_work}));
   // Several threads take the items in turn from a counter: the longest first balances causal problems.
-  if (slots > 1) alg::stable_sort(items.begin(), items.end(), [](const item& x, const item& y) { return x.cost > y.cost; });
+  if (slots > 1) alg::stable_sort(items.data(), items.data() + ni, [](const item& x, const item& y) { return x.cost > y.cost; });
 
   // Per thread: the tile scratch, then the limits. Allocated here so that the workers cannot throw.
   const std::size_t tile_bytes = kernel.scratch * sizeof(T);
   const std::size_t bytes = (tile_bytes + kernel.limits * sizeof(std::size_t) + 63) / 64 * 64;
   const scratch_block buf(bytes * slots);
 
-  exec::parallel_for(items.size(), slots, [&](std::size_t n, unsigned slot) {
+  exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
     std::byte* mine = buf.get() + bytes * slot;
-    const item& it = items[n];
+    const item& it = items.data()[n];
     kernel.run_block(p, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
                       reinterpret_cast<std::size_t*>(mine + tile_bytes));
   });
@@ -409,13 +411,22 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
   const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
   // Per batch item and row: the limit of each limit step, and the end of the keys read.
-  attnx::detail::dynarray<std::size_t> limits(p.batch * alg::max<std::size_t>(nl, 1) * rows), ends(p.batch * rows);
+  storage<std::size_t, dyn> limit_buf(uninitialized, p.batch * alg::max<std::size_t>(nl, 1) * rows),
+      end_buf(uninitialized, p.batch * rows);
+  std::size_t* const limits = limit_buf.data();
+  std::size_t* const ends = end_buf.data();
   struct item {
     std::uint32_t b, g;
     std::size_t k0, k1;
   };
-  attnx::detail::dynarray<item> items;
-  attnx::detail::dynarray<std::size_t> first(p.batch * p.kv_heads + 1);  // items of (b, g): [first[bg], first[bg + 1])
+  // At most max(1, ceil(L_k / decode_chunk)) chunks per (b, g); first: the items of (b, g) are
+  // [first[bg], first[bg + 1]).
+  const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
+  storage<item, dyn> item_buf(uninitialized, p.batch * p.kv_heads * most_chunks);
+  storage<std::size_t, dyn> first_buf(uninitialized, p.batch * p.kv_heads + 1);
+  item* const items = item_buf.data();
+  std::size_t* const first = first_buf.data();
+  std::size_t ni = 0;
   double work = 0;
   for (std::size_t b = 0; b < p.batch; ++b) {
     std::size_t kend = 0;
@@ -432,26 +443,26 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
     }
     const std::size_t chunks = alg::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
     for (std::size_t g = 0; g < p.kv_heads; ++g) {
-      first[b * p.kv_heads + g] = items.size();
+      first[b * p.kv_heads + g] = ni;
       for (std::size_t c = 0; c < chunks; ++c)
-        items.push_back({static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), c * decode_chunk,
-                         alg::min(kend, (c + 1) * decode_chunk)});
+        items[ni++] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), c * decode_chunk,
+                       alg::min(kend, (c + 1) * decode_chunk)};
     }
   }
-  first[p.batch * p.kv_heads] = items.size();
+  first[p.batch * p.kv_heads] = ni;
   const double flops = 2.0 * work * double(p.kv_heads) * double(p.dk + p.dv);
   const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
-  const auto slots = static_cast<unsigned>(alg::min<std::size_t>({alg::max(1u, threads), items.size(), by_work}));
+  const auto slots = static_cast<unsigned>(alg::min<std::size_t>({alg::max(1u, threads), ni, by_work}));
 
   const std::size_t per_state = rows * (p.dv + 2);
   const std::size_t scratch = (kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T) + 63) / 64 * 64;
-  const scratch_block states(items.size() * per_state * sizeof(T));
+  const scratch_block states(ni * per_state * sizeof(T));
   const scratch_block buf(scratch * slots);
   T* st = reinterpret_cast<T*>(states.get());
-  exec::parallel_for(items.size(), slots, [&](std::size_t n, unsigned slot) {
+  exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
     const item& it = items[n];
     kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, reinterpret_cast<T*>(buf.get() + scratch * slot),
-               limits.data() + it.b * nl * rows, ends.data() + it.b * rows, st + n * per_state);
+               limits + it.b * nl * rows, ends + it.b * rows, st + n * per_state);
   });
 
   // Merge the chunks of each (b, g), row by row, into the output (and the log-sum-exp).
@@ -480,13 +491,15 @@ void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
   }
 }
 
-// K and V stored as bf16 / f16 on the prefill path: converted to T once, then the ordinary kernel.
+// K and V stored as bf16 / f16 on the prefill path: converted to T once (into k and v, every element
+// written), then the ordinary kernel.
 template <class T>
-void widen_kv(const attention_problem<T>& p, attnx::detail::dynarray<T>& k, attnx::detail::dynarray<T>& v, attention_problem<T>& wide) {
+void widen_kv(const attention_problem<T>& p, storage<T, dyn>& k, storage<T, dyn>& v, attention_problem<T>& wide) {
   wide = p;
   wide.kv = kv_storage::same;
-  const auto widen = [&](strided<const std::uint16_t> src, std::size_t d, attnx::detail::dynarray<T>& dst) -> strided<const T> {
-    dst.resize(p.batch * p.kv_heads * p.lk * d);
+  const auto widen = [&](strided<const std::uint16_t> src, std::size_t d, storage<T, dyn>& buf) -> strided<const T> {
+    buf = storage<T, dyn>(uninitialized, p.batch * p.kv_heads * p.lk * d);
+    T* const dst = buf.data();
     std::size_t n = 0;
     for (std::size_t b = 0; b < p.batch; ++b)
       for (std::size_t g = 0; g < p.kv_heads; ++g) {
@@ -498,7 +511,7 @@ void widen_kv(const attention_problem<T>& p, attnx::detail::dynarray<T>& k, attn
           }
       }
     const auto row = static_cast<std::ptrdiff_t>(d);
-    return {dst.data(), static_cast<std::ptrdiff_t>(p.kv_heads * p.lk) * row, static_cast<std::ptrdiff_t>(p.lk) * row, row};
+    return {dst, static_cast<std::ptrdiff_t>(p.kv_heads * p.lk) * row, static_cast<std::ptrdiff_t>(p.lk) * row, row};
   };
   wide.k = widen(p.k16, p.dk, k);
   wide.v = widen(p.v16, p.dv, v);
@@ -523,7 +536,7 @@ void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
 #endif
   }
   if (p.kv != kv_storage::same) {
-    attnx::detail::dynarray<T> k, v;
+    storage<T, dyn> k, v;
     attention_problem<T> wide;
     widen_kv(p, k, v, wide);
     return flash_attention_isa<T, I>(wide, threads);

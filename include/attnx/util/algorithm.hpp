@@ -12,8 +12,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "attnx/util/dynarray.hpp"
-
 namespace attnx::alg {
 
 template <class T>
@@ -105,7 +103,13 @@ void stable_sort(It first, It last, Less less) {
   using V = std::remove_cvref_t<decltype(*first)>;
   const auto n = static_cast<std::size_t>(last - first);
   if (n < 2) return;
-  attnx::detail::dynarray<V> a(first, last), b(a);
+  struct buffer {  // 2n elements: the runs and their merge
+    V* p;
+    ~buffer() { delete[] p; }
+  } buf{new V[2 * n]};
+  V* a = buf.p;
+  V* b = buf.p + n;
+  for (std::size_t i = 0; i < n; ++i) a[i] = first[static_cast<std::ptrdiff_t>(i)];
   for (std::size_t width = 1; width < n; width *= 2) {
     for (std::size_t lo = 0; lo < n; lo += 2 * width) {
       const std::size_t mid = min(lo + width, n), hi = min(lo + 2 * width, n);
@@ -114,7 +118,7 @@ void stable_sort(It first, It last, Less less) {
       while (i < mid) b[k++] = a[i++];
       while (j < hi) b[k++] = a[j++];
     }
-    a.swap(b);
+    std::swap(a, b);
   }
   for (std::size_t i = 0; i < n; ++i, ++first) *first = std::move(a[i]);
 }
