@@ -121,7 +121,7 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
 template <class T, class S>
 attention_state<T, S> merge(std::span<const attention_state<T, S>> states) {
   storage<const attention_state<T, S>*, dyn> ptrs(uninitialized, states.size());
-  for (std::size_t i = 0; i < states.size(); ++i) ptrs.data()[i] = &states[i];
+  for (std::size_t i = 0; i < states.size(); ++i) ptrs[i] = &states[i];
   return detail::merge_states(ptrs.data(), states.size());
 }
 template <class T, class S, class... More>

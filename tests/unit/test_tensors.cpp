@@ -39,6 +39,33 @@ BOOST_AUTO_TEST_CASE(construction_and_access) {
   BOOST_TEST((tensor<float, 3>::filled(2.5f)(2)) == 2.5f);
 }
 
+// storage<T, N>[i] is element i of data(): inline, run-time count on the heap, fixed count on the heap; at
+// compile time too.
+constexpr int storage_sum() {
+  storage<int, 3> small;
+  storage<int, dyn> heap(4);
+  for (std::size_t i = 0; i < 3; ++i) small[i] = int(i) + 1;
+  for (std::size_t i = 0; i < 4; ++i) heap[i] = 10 * (int(i) + 1);
+  return small[2] + heap[3] + small.data()[0] + heap.data()[1];
+}
+static_assert(storage_sum() == 3 + 40 + 1 + 20);
+BOOST_AUTO_TEST_CASE(storage_indexing) {
+  storage<std::size_t, dyn> d(uninitialized, 5);
+  for (std::size_t i = 0; i < 5; ++i) d[i] = i * i;
+  const storage<std::size_t, dyn>& c = d;
+  for (std::size_t i = 0; i < 5; ++i) BOOST_TEST(c.data()[i] == i * i);
+  BOOST_TEST(&c[4] == d.data() + 4);
+  constexpr std::size_t n = inline_bytes / sizeof(float) + 16;
+  storage<float, n> big;  // beyond inline_bytes: on the heap, the count fixed
+  static_assert(decltype(big)::on_heap);
+  big[n - 1] = 2.5f;
+  BOOST_TEST(big.data()[n - 1] == 2.5f);
+  BOOST_TEST(big[0] == 0.0f);  // value-initialised
+  storage<int, 2> small;
+  small[1] = -3;
+  BOOST_TEST(small.data()[1] == -3);
+}
+
 BOOST_AUTO_TEST_CASE(bad_runtime_input_is_reported) {
   BOOST_CHECK_EXCEPTION((tensor<double, 2, 3>{{1, 2, 3}, {4, 5}}), std::invalid_argument,
                         [](const auto& e) { return message_has(e, "wrong number of elements"); });

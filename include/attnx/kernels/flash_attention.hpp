@@ -345,15 +345,15 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
         cost += (skip_limit(p, plan, b, last) + 1) * (last + 1 - g * MQ);
       }
       total += double(cost) * double(p.heads);
-      spans.data()[ns++] = {cost, qb, n};
+      spans[ns++] = {cost, qb, n};
     }
   const std::size_t per_b = ns / p.batch, ni = ns * p.heads;
   storage<item, dyn> items(uninitialized, ni);
-  item* next = items.data();
+  std::size_t n_items = 0;
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t h = 0; h < p.heads; ++h)
-      for (const span* sp = spans.data() + b * per_b; sp != spans.data() + (b + 1) * per_b; ++sp)
-        *next++ = {sp->cost, sp->qb * MQ, sp->n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)};
+      for (std::size_t s = b * per_b; s < (b + 1) * per_b; ++s)
+        items[n_items++] = {spans[s].cost, spans[s].qb * MQ, spans[s].n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)};
   const double flops = 2.0 * total * double(p.dk + p.dv);
   const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
   const auto slots = static_cast<unsigned>(alg::min<std::size_t>({threads, ni, by_work}));
@@ -367,7 +367,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
 
   exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
     std::byte* mine = buf.get() + bytes * slot;
-    const item& it = items.data()[n];
+    const item& it = items[n];
     kernel.run_block(p, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
                       reinterpret_cast<std::size_t*>(mine + tile_bytes));
   });
@@ -411,10 +411,8 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
   const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
   // Per batch item and row: the limit of each limit step, and the end of the keys read.
-  storage<std::size_t, dyn> limit_buf(uninitialized, p.batch * alg::max<std::size_t>(nl, 1) * rows),
-      end_buf(uninitialized, p.batch * rows);
-  std::size_t* const limits = limit_buf.data();
-  std::size_t* const ends = end_buf.data();
+  storage<std::size_t, dyn> limits(uninitialized, p.batch * alg::max<std::size_t>(nl, 1) * rows),
+      ends(uninitialized, p.batch * rows);
   struct item {
     std::uint32_t b, g;
     std::size_t k0, k1;
@@ -422,10 +420,8 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   // At most max(1, ceil(L_k / decode_chunk)) chunks per (b, g); first: the items of (b, g) are
   // [first[bg], first[bg + 1]).
   const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
-  storage<item, dyn> item_buf(uninitialized, p.batch * p.kv_heads * most_chunks);
-  storage<std::size_t, dyn> first_buf(uninitialized, p.batch * p.kv_heads + 1);
-  item* const items = item_buf.data();
-  std::size_t* const first = first_buf.data();
+  storage<item, dyn> items(uninitialized, p.batch * p.kv_heads * most_chunks);
+  storage<std::size_t, dyn> first(uninitialized, p.batch * p.kv_heads + 1);
   std::size_t ni = 0;
   double work = 0;
   for (std::size_t b = 0; b < p.batch; ++b) {
@@ -462,7 +458,7 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
     const item& it = items[n];
     kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, reinterpret_cast<T*>(buf.get() + scratch * slot),
-               limits + it.b * nl * rows, ends + it.b * rows, st + n * per_state);
+               limits.data() + it.b * nl * rows, ends.data() + it.b * rows, st + n * per_state);
   });
 
   // Merge the chunks of each (b, g), row by row, into the output (and the log-sum-exp).

@@ -53,17 +53,17 @@ class kv_cache {
 
   std::size_t batch() const noexcept { return batch_; }
   std::size_t capacity() const noexcept { return cap_; }
-  std::size_t length(std::size_t b) const { return len_.data()[item(b)]; }
+  std::size_t length(std::size_t b) const { return len_[item(b)]; }
   std::span<const std::size_t> lengths() const noexcept { return {len_.data(), len_.size()}; }
 
   void reset() noexcept { alg::fill_n(len_.data(), len_.size(), std::size_t{0}); }
-  void reset(std::size_t b) { len_.data()[item(b)] = 0; }
+  void reset(std::size_t b) { len_[item(b)] = 0; }
   // Keeps the first n tokens of item b (n <= its length): drops rejected speculative tokens, say.
   void truncate(std::size_t b, std::size_t n) {
-    if (n > len_.data()[item(b)])
+    if (n > len_[item(b)])
       throw std::out_of_range("attnx: kv_cache: truncate item " + std::to_string(b) + " to " + std::to_string(n) +
-                              " tokens, but it holds " + std::to_string(len_.data()[b]));
-    len_.data()[b] = n;
+                              " tokens, but it holds " + std::to_string(len_[b]));
+    len_[b] = n;
   }
 
   // Appends n tokens to every item: k (B, n, kv_heads * d_k) and v (B, n, kv_heads * d_v), row-major.
@@ -93,14 +93,14 @@ class kv_cache {
   // Throws unless n more tokens fit in item b (std::out_of_range for an item past the batch, std::length_error
   // past the capacity): what append checks before writing anything.
   void check_room(std::size_t b, std::size_t n) const {
-    if (n > cap_ - len_.data()[item(b)])
+    if (n > cap_ - len_[item(b)])
       throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " + std::to_string(b) +
-                              " of length " + std::to_string(len_.data()[b]) + " exceeds the capacity " + std::to_string(cap_));
+                              " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_));
   }
 
   // Element c of the key (value) of token j, KV head g, item b, as T.
-  T key(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(k_.data()[index<Dk>(b, g, j) + c]); }
-  T value(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(v_.data()[index<Dv>(b, g, j) + c]); }
+  T key(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(k_[index<Dk>(b, g, j) + c]); }
+  T value(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(v_[index<Dv>(b, g, j) + c]); }
   // The current keys (values) of item b, KV head g: (length(b), d_k) rows, in place (storage T only).
   auto keys(std::size_t b, std::size_t g) const
     requires std::is_same_v<Store, T>
@@ -140,10 +140,10 @@ class kv_cache {
     for (std::size_t t = 0; t < n; ++t)
       for (std::size_t g = 0; g < KvHeads; ++g) {
         // (T to Store element by element: rounded to nearest for bf16 / f16)
-        alg::copy_n(k + (t * KvHeads + g) * Dk, Dk, k_.data() + index<Dk>(b, g, len_.data()[b] + t));
-        alg::copy_n(v + (t * KvHeads + g) * Dv, Dv, v_.data() + index<Dv>(b, g, len_.data()[b] + t));
+        alg::copy_n(k + (t * KvHeads + g) * Dk, Dk, k_.data() + index<Dk>(b, g, len_[b] + t));
+        alg::copy_n(v + (t * KvHeads + g) * Dv, Dv, v_.data() + index<Dv>(b, g, len_[b] + t));
       }
-    len_.data()[b] += n;
+    len_[b] += n;
   }
   // An expression of rows of F values, (B, n, F) or (n, F), evaluated (the batch must be this cache's).
   template <std::size_t F, class E>
@@ -195,8 +195,7 @@ template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
                   kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true) {
   if (batch == 0 || n == 0) return;
-  storage<std::size_t, dyn> len_buf(uninitialized, batch);
-  std::size_t* const lens = len_buf.data();
+  storage<std::size_t, dyn> lens(uninitialized, batch);
   std::size_t lk = 0;
   for (std::size_t b = 0; b < batch; ++b) {
     lens[b] = cache.length(b0 + b);
@@ -217,8 +216,8 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   p.dk = Cache::d_k;
   p.dv = Cache::d_v;
   p.multiply(scale);
-  if (causal_order) p.causal_lengths(lens);
-  else p.key_lengths(lens);  // every key an item holds (a memory: no causal order)
+  if (causal_order) p.causal_lengths(lens.data());
+  else p.key_lengths(lens.data());  // every key an item holds (a memory: no causal order)
   kernels::flash_attention(p, ctx);
 }
 }  // namespace detail

@@ -41,6 +41,8 @@ class storage<T, N, true> {
   static constexpr std::size_t size() noexcept { return N; }
   constexpr T* data() noexcept { return a_.data(); }
   constexpr const T* data() const noexcept { return a_.data(); }
+  constexpr T& operator[](std::size_t i) noexcept { return a_[i]; }
+  constexpr const T& operator[](std::size_t i) const noexcept { return a_[i]; }
   static constexpr bool on_heap = false;
 
  private:
@@ -78,6 +80,8 @@ class storage<T, dyn, false> {
   constexpr ~storage() { release(); }
   constexpr T* data() noexcept { return p_; }
   constexpr const T* data() const noexcept { return p_; }
+  constexpr T& operator[](std::size_t i) noexcept { return p_[i]; }
+  constexpr const T& operator[](std::size_t i) const noexcept { return p_[i]; }
   constexpr std::size_t size() const noexcept { return n_; }
   static constexpr bool on_heap = true;
 
