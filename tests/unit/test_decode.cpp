@@ -452,17 +452,18 @@ void special_values(std::size_t lq) {
     p.multiply(T(0.9) * std::numeric_limits<T>::max());
   }, 0, exactly<T>);
 }
-// One query row per KV head (L_q = 1, kv_heads = heads): the key-by-key path, with d_k = d_v = 64 (the
-// registers-resident form under AVX2 and AVX-512) and d_k 40 / d_v 24 (the general one).
+// One query row per KV head (L_q = 1, kv_heads = heads): under AVX-512 the one_row path (W keys at a time)
+// for d 64 and 128, the key-by-key one for d_k 40 / d_v 24, under AVX2 and on the portable path; two rows
+// (L_q = 2) take the blocks.
 template <class T>
-void special_values_one_row(std::size_t dk, std::size_t dv) {
+void special_values_one_row(std::size_t dk, std::size_t dv, std::size_t lq = 1) {
   using I = instance<T>;
   using P = ak::attention_problem<T>;
   constexpr T pinf = std::numeric_limits<T>::infinity();
-  const shape s{2, 8, 8, 1, 1100, dk, dv, 1};
+  const shape s{2, 8, 8, lq, 1100, dk, dv, 1};
   const std::ptrdiff_t lk = 1100;
   run_program<T>(s, 311, [&](I& in, P& p) { in.q[in.qi(1, 5, 0, 7)] = qnan, p.multiply(T(0.125)); }, 1);
-  run_program<T>(s, 312, [](I& in, P& p) { in.k[in.ki(0, 3, 700, 3)] = qnan, p.multiply(T(0.125)); }, 1);
+  run_program<T>(s, 312, [](I& in, P& p) { in.k[in.ki(0, 3, 700, 3)] = qnan, p.multiply(T(0.125)); }, lq);
   run_program<T>(s, 312, [](I& in, P& p) { in.k[in.ki(0, 3, 700, 3)] = qnan, p.multiply(T(0.125)).key_padding(700); });
   // +inf scores in chunks 0 and 2 share the weight (every head, both items); NaN after +inf: NaN.
   run_program<T>(s, 313, [&](I& in, P& p) {
@@ -470,7 +471,7 @@ void special_values_one_row(std::size_t dk, std::size_t dv) {
     in.bias[100] = in.bias[1050] = pinf;
     in.bias[lk + 3] = pinf, in.bias[lk + 900] = T(qnan);
     p.multiply(T(0.2)).additive_mask({in.bias.data(), lk, 0, 0, 1});
-  }, 8, [&](const I& in, const result&) {
+  }, 8 * lq, [&](const I& in, const result&) {
     for (std::size_t h = 0; h < 8; ++h)
       for (std::size_t c = 0; c < s.dv; ++c)
         BOOST_TEST(std::abs(in.out(0, h, 0, c) - (in.v[in.vi(0, h, 100, c)] + in.v[in.vi(0, h, 1050, c)]) / 2) <= tol<T>);
@@ -489,12 +490,24 @@ void special_values_one_row(std::size_t dk, std::size_t dv) {
   });
   run_program<T>(s, 315, [](I&, P& p) { p.multiply(T(sizeof(T) == 4 ? 1e30 : 1e300)); }, 0, exactly<T>);
   run_program<T>(s, 316, [](I&, P& p) { p.multiply(T(0.125)).causal(causal_kind::bottom_right, T(-1e9)); });
+  // A limit with a finite fill is not skipped: keys from 700 (item 0, inside a key group) and from 3 (item 1)
+  // score -1e9 and weigh 0 beside the visible ones.
+  run_program<T>(s, 318, [](I& in, P& p) {
+    in.lengths = {700, 3};
+    p.multiply(T(0.125)).key_lengths(in.lengths.data(), T(-1e9));
+  });
 }
 BOOST_AUTO_TEST_CASE(special_values_one_row_per_kv_head) {
   special_values_one_row<float>(64, 64);
+  special_values_one_row<float>(128, 128);
   special_values_one_row<float>(40, 24);
   special_values_one_row<double>(64, 64);
   special_values_one_row<double>(40, 24);
+}
+BOOST_AUTO_TEST_CASE(special_values_two_rows_per_kv_head) {
+  special_values_one_row<float>(64, 64, 2);
+  special_values_one_row<float>(40, 24, 2);
+  special_values_one_row<double>(128, 128, 2);
 }
 
 BOOST_AUTO_TEST_CASE(special_values_float) {

@@ -35,6 +35,16 @@ struct vec<float, avx2_t> {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
+  // Pairwise sums within 64-bit pairs, within 128-bit lanes, then across the two lanes.
+  static reg reduce_lanes(const reg* a) {
+    __m256 b[4], c[2];
+    for (int k = 0; k < 4; ++k) b[k] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * k], a[2 * k + 1]), _mm256_unpackhi_ps(a[2 * k], a[2 * k + 1]));
+    for (int k = 0; k < 2; ++k) {
+      const __m256d x = _mm256_castps_pd(b[2 * k]), y = _mm256_castps_pd(b[2 * k + 1]);
+      c[k] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)), _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+    }
+    return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20), _mm256_permute2f128_ps(c[0], c[1], 0x31));
+  }
   static float reduce_max(reg x) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -95,6 +105,11 @@ struct vec<double, avx2_t> {
   static double reduce_add(reg x) {
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  static reg reduce_lanes(const reg* a) {
+    const __m256d c0 = _mm256_add_pd(_mm256_unpacklo_pd(a[0], a[1]), _mm256_unpackhi_pd(a[0], a[1]));
+    const __m256d c1 = _mm256_add_pd(_mm256_unpacklo_pd(a[2], a[3]), _mm256_unpackhi_pd(a[2], a[3]));
+    return _mm256_add_pd(_mm256_permute2f128_pd(c0, c1, 0x20), _mm256_permute2f128_pd(c0, c1, 0x31));
   }
   static double reduce_max(reg x) {
     const __m128d s = _mm_max_pd(_mm256_castpd256_pd128(x), _mm256_extractf128_pd(x, 1));

@@ -44,6 +44,21 @@ struct vec<float, avx512_t> {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
+  // Pairwise sums within 64-bit pairs, then within 128-bit lanes (c[k]'s lane L, element e: a partial sum of
+  // result 4k + e), then across the four lanes.
+  static reg reduce_lanes(const reg* a) {
+    constexpr __mmask8 all8 = static_cast<__mmask8>(~0u);
+    __m512 b[8], c[4];
+    for (int k = 0; k < 8; ++k)
+      b[k] = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, a[2 * k], a[2 * k + 1]), _mm512_maskz_unpackhi_ps(all, a[2 * k], a[2 * k + 1]));
+    for (int k = 0; k < 4; ++k) {
+      const __m512d x = _mm512_castps_pd(b[2 * k]), y = _mm512_castps_pd(b[2 * k + 1]);
+      c[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(all8, x, y)), _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(all8, x, y)));
+    }
+    const __m512 e0 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0x88), _mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0xdd));
+    const __m512 e1 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[2], c[3], 0x88), _mm512_maskz_shuffle_f32x4(all, c[2], c[3], 0xdd));
+    return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, e0, e1, 0x88), _mm512_maskz_shuffle_f32x4(all, e0, e1, 0xdd));
+  }
   static float reduce_max(reg x) {
     const __m256 h = _mm256_max_ps(_mm512_maskz_extractf32x8_ps(0xff, x, 0), _mm512_maskz_extractf32x8_ps(0xff, x, 1));
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
@@ -102,6 +117,14 @@ struct vec<double, avx512_t> {
     const __m256d h = _mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xf, x, 0), _mm512_maskz_extractf64x4_pd(0xf, x, 1));
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  // Pairwise sums within 128-bit lanes, then across the four lanes (as the float form's last steps).
+  static reg reduce_lanes(const reg* a) {
+    __m512d c[4];
+    for (int k = 0; k < 4; ++k) c[k] = _mm512_add_pd(_mm512_maskz_unpacklo_pd(all, a[2 * k], a[2 * k + 1]), _mm512_maskz_unpackhi_pd(all, a[2 * k], a[2 * k + 1]));
+    const __m512d e0 = _mm512_add_pd(_mm512_maskz_shuffle_f64x2(all, c[0], c[1], 0x88), _mm512_maskz_shuffle_f64x2(all, c[0], c[1], 0xdd));
+    const __m512d e1 = _mm512_add_pd(_mm512_maskz_shuffle_f64x2(all, c[2], c[3], 0x88), _mm512_maskz_shuffle_f64x2(all, c[2], c[3], 0xdd));
+    return _mm512_add_pd(_mm512_maskz_shuffle_f64x2(all, e0, e1, 0x88), _mm512_maskz_shuffle_f64x2(all, e0, e1, 0xdd));
   }
   static double reduce_max(reg x) {
     const __m256d h = _mm256_max_pd(_mm512_maskz_extractf64x4_pd(0xf, x, 0), _mm512_maskz_extractf64x4_pd(0xf, x, 1));
