@@ -6,8 +6,10 @@
 //                                     enough copies that each iteration reads them from memory
 //   BM_unfused/H/Lq/Lk/threads        the same with OpenBLAS: S = Q K^T (sgemm), row softmax, S V (sgemm)
 // Counters: BYTES = bytes of K and V read per second (the bandwidth-floor comparison), FLOPS = 4 H Lq Lk d
-// per second. Wall time (UseRealTime) throughout.
+// per second, FLOOR (decode cells) = the read bandwidth measured on the same threads just before and after
+// the cell (bytes per second; the floor docs/benchmarks.md uses). Wall time (UseRealTime) throughout.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -57,23 +59,41 @@ __attribute__((target("avx2"))) float read256(const float* p, std::size_t n) {
   return t[0];
 }
 
+// One read of the n floats at buf on `threads` threads (each a contiguous share).
+void read_pass(const float* buf, std::size_t n, unsigned threads) {
+  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
+  float sink[2] = {0, 0};
+  attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) {
+    const std::size_t b = n / threads * t / 64 * 64, e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
+    sink[t & 1] += wide ? read512(buf + b, e - b) : read256(buf + b, e - b);
+  });
+  benchmark::DoNotOptimize(sink);
+}
+std::size_t read_floats() { return std::max<std::size_t>(std::size_t(512) << 20, 4 * llc_bytes()) / sizeof(float); }
+
 void BM_read(benchmark::State& state) {
   const auto threads = unsigned(state.range(0));
-  const std::size_t n = std::max<std::size_t>(std::size_t(512) << 20, 4 * llc_bytes()) / sizeof(float);
+  const std::size_t n = read_floats();
   float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
   std::fill_n(buf, n, 1.0f);
-  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
-  for (auto _ : state) {
-    float sink[2] = {0, 0};
-    attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) {
-      const std::size_t b = n / threads * t / 64 * 64, e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
-      sink[t & 1] += wide ? read512(buf + b, e - b) : read256(buf + b, e - b);
-    });
-    benchmark::DoNotOptimize(sink);
-  }
+  for (auto _ : state) read_pass(buf, n, threads);
   std::free(buf);
   state.counters["BYTES"] = benchmark::Counter(double(n * sizeof(float)), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = threads;
+}
+
+// The read bandwidth (bytes per second) on `threads` threads just before or after a decode measurement: this
+// machine's bandwidth moves by up to 2x within minutes (a shared VM), so each decode cell carries its own
+// floor (counter FLOOR, the mean of one read before and one after its timed loop) besides BM_read's.
+double floor_now(unsigned threads) {
+  static float* buf = [] {
+    float* b = static_cast<float*>(std::aligned_alloc(64, read_floats() * sizeof(float)));
+    std::fill_n(b, read_floats(), 1.0f);
+    return b;
+  }();
+  const auto t0 = std::chrono::steady_clock::now();
+  read_pass(buf, read_floats(), threads);
+  return double(read_floats() * sizeof(float)) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // ---- the decode kernel -------------------------------------------------------------------------------
@@ -125,6 +145,7 @@ void decode(benchmark::State& state, attnx::kernels::kv_storage storage) {
   const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
   const attnx::simd::isa isa = attnx::default_context().isa();
   std::size_t it = 0;
+  const double before = floor_now(threads);
   for (auto _ : state) {
     const std::size_t r = it++ % c.n;
     attnx::kernels::attention_problem<float> p;
@@ -152,6 +173,7 @@ void decode(benchmark::State& state, attnx::kernels::kv_storage storage) {
   state.counters["BYTES"] = benchmark::Counter(double(2 * H * Lk * d * sizeof(KV)), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["FLOPS"] = benchmark::Counter(4.0 * double(H * Lq * Lk * d), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copies"] = double(c.n);
+  state.counters["FLOOR"] = (before + floor_now(threads)) / 2;
   state.SetLabel(std::string(storage_name(storage)) + " " + std::string(attnx::simd::name(isa)));
 }
 void BM_decode_fp32(benchmark::State& s) { decode<float>(s, attnx::kernels::kv_storage::same); }

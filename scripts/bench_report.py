@@ -425,18 +425,31 @@ def decode_comparison(path, run_note=""):
             continue
         f = dict(kv.split(":") for kv in b["name"].split("/")[1:] if ":" in kv)
         key = (name.replace("decode_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))
-        runs[key].append((seconds(b, "real_time"), b["BYTES"] / 1e9))
+        runs[key].append((seconds(b, "real_time"), b["BYTES"] / 1e9, b.get("FLOOR", 0) / 1e9))
     fl = {t: statistics.median(v) for t, v in floor.items()}
     med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in runs.items()}
+    # % of the floor: per repetition, against the read bandwidth measured next to it (FLOOR) when the run has
+    # it, else against BM_read's median; in fp32 bytes (2 H Lk d 4), so 16-bit K/V can exceed 100%.
+    def pct_of(k):
+        H, Lk, t = k[1], k[3], k[4]
+        fp32_bytes = 2 * H * Lk * 128 * 4 / 1e9
+        per = [fp32_bytes / (sec * (fr if fr > 0 else fl.get(t, 0))) * 100 for sec, _, fr in runs[k] if fr > 0 or fl.get(t)]
+        return statistics.median(per) if per else None
+    adjacent = all(x[2] > 0 for v in runs.values() for x in v if v)
     reps = max((len(v) for v in runs.values()), default=0)
     out += ["", "## Decoding: the decode kernel against the memory-bandwidth floor (bench_decode)", "",
             "One batch item, H heads (= KV heads), d = 128, L_q new query rows against L_k cached keys (bottom-right "
             "causal), K and V rotated over enough copies (3× the last-level cache) that every iteration reads them "
-            "from memory. **floor** = bytes of K and V / the read bandwidth measured in the same run with the same "
-            "number of threads (`BM_read`: a vectorised read of a buffer 4× the last-level cache): "
+            "from memory. **floor** = bytes of K and V / the read bandwidth with the same number of threads (a "
+            "vectorised read of a buffer 4× the last-level cache), "
+            + ("measured next to each cell (the mean of one read just before and one just after its timed loop: this "
+               "VM's bandwidth moves by up to 2× within minutes, so a floor measured once per run misplaces cells run "
+               "minutes later); `BM_read` in the same run, for reference: " if adjacent else "measured in the same run (`BM_read`): ")
             + ", ".join(f"{fl[t]:.1f} GB/s on {t} thread{'s' if t > 1 else ''}" for t in sorted(fl)) +
-            f". Medians of {reps} repetitions, wall time. `% floor` = the fp32 floor time / the time (above 100% "
-            "for bf16 / f16, which read half the bytes). `× OpenBLAS` = the unfused OpenBLAS time (sgemm, row softmax, "
+            f". Medians of {reps} repetitions, wall time. `% floor` = the fp32 floor time / the time, per repetition "
+            "(above 100% for bf16 / f16, which read half the bytes). `× fp32` = the 16-bit cell's `% floor` / the fp32 "
+            "cell's (each against its own floor; the ratio of the milliseconds differs from it where the bandwidth "
+            "moved between the two cells). `× OpenBLAS` = the unfused OpenBLAS time (sgemm, row softmax, "
             "sgemm per head) / the fp32 kernel's.", "",
             f"Run: {ctx.get('date', '?')}" + (f"; {run_note}" if run_note else "") + ".", "",
             "| H | L_q | L_k | threads | fp32 ms | GB/s | % floor | × OpenBLAS | bf16 ms | % floor | × fp32 | f16 ms | % floor | × fp32 |",
@@ -447,8 +460,7 @@ def decode_comparison(path, run_note=""):
         f32 = med.get(("fp32", H, Lq, Lk, t))
         if not f32:
             continue
-        floor_s = 2 * H * Lk * 128 * 4 / (fl[t] * 1e9) if t in fl else None
-        pct = floor_s / f32[0] * 100 if floor_s else None
+        pct = pct_of(("fp32", H, Lq, Lk, t))
         ob = med.get(("unfused", H, Lq, Lk, t))
         cells = [fmt(f32[0] * 1e3, "{:.3f}"), fmt(f32[1]), fmt(pct, "{:.0f}%"), fmt(ob[0] / f32[0] if ob else None, "{:.2f}×")]
         if Lk >= 4096 and pct is not None:
@@ -457,8 +469,8 @@ def decode_comparison(path, run_note=""):
                 worst[k] = (pct, H, Lk)
         for st in ("bf16", "f16"):
             r = med.get((st, H, Lq, Lk, t))
-            p = floor_s / r[0] * 100 if r and floor_s else None
-            x = f32[0] / r[0] if r else None
+            p = pct_of((st, H, Lq, Lk, t)) if r else None
+            x = p / pct if p is not None and pct else None
             cells += [fmt(r[0] * 1e3 if r else None, "{:.3f}"), fmt(p, "{:.0f}%"), fmt(x, "{:.2f}×")]
             if Lk >= 16384 and x is not None and (st not in half or x < half[st][0]):
                 half[st] = (x, H, Lq, Lk, t)
