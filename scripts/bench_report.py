@@ -435,7 +435,7 @@ def decode_comparison(path, run_note=""):
         fp32_bytes = 2 * H * Lk * 128 * 4 / 1e9
         per = [fp32_bytes / (sec * (fr if fr > 0 else fl.get(t, 0))) * 100 for sec, _, fr in runs[k] if fr > 0 or fl.get(t)]
         return statistics.median(per) if per else None
-    adjacent = all(x[2] > 0 for v in runs.values() for x in v if v)
+    adjacent = all(x[2] > 0 for k, v in runs.items() if k[0] != "unfused" for x in v)
     reps = max((len(v) for v in runs.values()), default=0)
     out += ["", "## Decoding: the decode kernel against the memory-bandwidth floor (bench_decode)", "",
             "One batch item, H heads (= KV heads), d = 128, L_q new query rows against L_k cached keys (bottom-right "
