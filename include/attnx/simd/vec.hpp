@@ -7,7 +7,8 @@
 //   loadu                   unaligned load
 //   load_bf16, load_f16     (float only) W 16-bit values (attnx::bf16 / f16 bits, unaligned) as floats
 //   reduce_add, reduce_max  the sum / max of the lanes (max: NaN lanes may be dropped or kept)
-//   reduce_lanes(a)         for W vectors a[0..W): the vector whose lane i is the sum of a[i]'s lanes
+//   reduce_lanes(a)         for W vectors a[0..W): the vector whose lane i is the sum of a[i]'s lanes (vector
+//                           paths only)
 //   fma_exact(a, b, c)      a * b + c with one rounding on every path
 //   div_or_zero(a, l)       a / l, and 0 where l == 0
 //   max_keep(x, m)          max, m where x is NaN (x86 maxps: NaN -> second operand)
@@ -59,7 +60,6 @@ struct vec<T, scalar_t> {
   static reg load_f16(const std::uint16_t* p) { return f16::to_float(*p); }
   static T reduce_add(reg x) { return x; }
   static T reduce_max(reg x) { return x; }
-  static reg reduce_lanes(const reg* a) { return a[0]; }
   static void store(T* p, reg x) { *p = x; }
   static reg add(reg a, reg b) { return a + b; }
   static reg sub(reg a, reg b) { return a - b; }
