@@ -454,8 +454,8 @@ def decode_comparison(path, run_note=""):
             "| H | L_q | L_k | threads | fp32 ms | GB/s | % floor | × OpenBLAS | bf16 ms | % floor | × fp32 | f16 ms | % floor | × fp32 |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     worst = {}
-    half = {}
-    half_norm = {}
+    half = {}       # (storage, threads) -> (smallest ratio of the times, H, L_q, L_k)
+    half_norm = {}  # (storage, threads) -> the smallest ratio of the % floor
     for H, Lq, Lk, t in sorted({k[1:] for k in med}, key=lambda k: (k[3], k[0], k[1], k[2])):
         f32 = med.get(("fp32", H, Lq, Lk, t))
         if not f32:
@@ -473,10 +473,10 @@ def decode_comparison(path, run_note=""):
             x = f32[0] / r[0] if r else None
             xn = p / pct if p is not None and pct else None  # the same against each cell's own floor
             if Lk >= 16384 and xn is not None:
-                half_norm[(st, t, H, Lq, Lk)] = xn
+                half_norm[(st, t)] = min(xn, half_norm.get((st, t), xn))
             cells += [fmt(r[0] * 1e3 if r else None, "{:.3f}"), fmt(p, "{:.0f}%"), fmt(x, "{:.2f}×")]
             if Lk >= 16384 and x is not None and ((st, t) not in half or x < half[(st, t)][0]):
-                half[(st, t)] = (x, H, Lq, Lk, t, xn)
+                half[(st, t)] = (x, H, Lq, Lk)
         out.append(f"| {H} | {Lq} | {Lk} | {t} | " + " | ".join(cells) + " |")
     out += ["", "External reference (not measured here; ggml is not a dependency): the figures quoted in issue 11 for "
             "`ggml_flash_attn_ext`, L_q = 1, H = 8, d = 128, one thread, measured on an AMD Zen 4 session with about "
@@ -486,11 +486,11 @@ def decode_comparison(path, run_note=""):
     for (Lq, t), (pct, H, Lk) in sorted(worst.items()):
         rows.append((f"decode fp32, L_q = {Lq}, {t} thread{'s' if t > 1 else ''}, L_k ≥ 4096: ≥ 85% of the bandwidth floor",
                      f"min {pct:.0f}% (H {H}, L_k {Lk})", pct >= 85))
-    for (st, t), (x, H, Lq, Lk, _, xn) in sorted(half.items()):
-        norm = min((n for (s2, t2, H2, Lq2, Lk2), n in half_norm.items() if s2 == st and t2 == t), default=None)
+    for (st, t), (x, H, Lq, Lk) in sorted(half.items()):
+        norm = half_norm.get((st, t))
         rows.append((f"decode {st} K/V ≥ 1.8× fp32, L_k ≥ 16384, {t} thread{'s' if t > 1 else ''}",
                      f"min {x:.2f}× (H {H}, L_q {Lq}, L_k {Lk})" +
-                     (f"; against each cell's own floor min {norm:.2f}×" if norm is not None else ""), x >= 1.8))
+                     (f"; against each cell's own floor min {norm:.2f}×" if norm is not None and adjacent else ""), x >= 1.8))
     return out, rows
 
 
