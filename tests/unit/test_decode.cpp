@@ -453,8 +453,8 @@ void special_values(std::size_t lq) {
   }, 0, exactly<T>);
 }
 // One query row per KV head (L_q = 1, kv_heads = heads): under AVX-512 the one_row path (W keys at a time)
-// for d 64 and 128, the key-by-key one for d_k 40 / d_v 24, under AVX2 and on the portable path; two rows
-// (L_q = 2) take the blocks.
+// for d 64 and 128, the key-by-key one for d_k 40 / d_v 24, under AVX2 and on the portable path; two to four
+// rows (L_q = lq) take few_rows (AVX-512, float, d 64 / 128) or the blocks.
 template <class T>
 void special_values_one_row(std::size_t dk, std::size_t dv, std::size_t lq = 1) {
   using I = instance<T>;
@@ -508,6 +508,45 @@ BOOST_AUTO_TEST_CASE(special_values_two_rows_per_kv_head) {
   special_values_one_row<float>(64, 64, 2);
   special_values_one_row<float>(40, 24, 2);
   special_values_one_row<double>(128, 128, 2);
+}
+
+// Two to four rows per KV head (L_q 2-4, or a GQA group x L_q): under AVX-512 in float with d 64 / 128 the
+// few_rows path (every row's dots in one pass over the keys; with d_v 128 the outputs of rows 2 and 3 kept in L1),
+// the blocks elsewhere. The scores grow along the keys (q = e_0, k_j0 = 0.05 j): each row's maximum rises at every
+// key, so its output is rescaled at every group of keys, and its last visible keys carry most of its weight, so
+// that a key too many or too few for any row shows. Causal bottom-right gives each row its own last key.
+template <class T>
+void few_rows_values(std::size_t kv_heads, std::size_t lq, std::size_t dk, std::size_t dv) {
+  using I = instance<T>;
+  using P = ak::attention_problem<T>;
+  const shape s{2, 8, kv_heads, lq, 1100, dk, dv, 1};
+  const auto growing = [s](I& in) {
+    for (std::size_t n = 0; n < in.q.size(); ++n) in.q[n] = n % s.dk == 0 ? T(1) : T(0);
+    for (std::size_t n = 0; n < in.k.size(); n += s.dk) in.k[n] = T(0.05) * T(n / s.dk % s.lk);
+  };
+  run_program<T>(s, 321, [&](I& in, P& p) { growing(in), p.multiply(T(1)); });
+  run_program<T>(s, 322, [&](I& in, P& p) { growing(in), p.causal(causal_kind::bottom_right); });
+  run_program<T>(s, 323, [&](I& in, P& p) {
+    growing(in);
+    in.lengths = {1100, 700};
+    p.multiply(T(0.5)).causal(causal_kind::bottom_right).key_lengths(in.lengths.data());
+  });
+  // Decreasing scores (x -1): the first keys weigh most, the maximum never moves after the first group.
+  run_program<T>(s, 324, [&](I& in, P& p) { growing(in), p.multiply(T(-1)).causal(causal_kind::top_left); });
+  // Random scores with a boolean mask (L_q x L_k per item, one row all false).
+  run_program<T>(s, 325, [&](I& in, P& p) { p.multiply(T(0.125)).boolean_mask(random_mask(in, 12)); });
+}
+BOOST_AUTO_TEST_CASE(few_rows_per_kv_head) {
+  for (std::size_t lq : {2u, 3u, 4u}) {
+    BOOST_TEST_CONTEXT("Lq=" << lq << " d 128") { few_rows_values<float>(8, lq, 128, 128); }
+    BOOST_TEST_CONTEXT("Lq=" << lq << " d 64") { few_rows_values<float>(8, lq, 64, 64); }
+  }
+  BOOST_TEST_CONTEXT("GQA 2 x Lq 2, d 128") { few_rows_values<float>(4, 2, 128, 128); }
+  BOOST_TEST_CONTEXT("GQA 4 x Lq 1, d 128 / 64") { few_rows_values<float>(2, 1, 128, 64); }
+  BOOST_TEST_CONTEXT("double, Lq 4") { few_rows_values<double>(8, 4, 64, 64); }
+  special_values_one_row<float>(128, 128, 4);
+  special_values_one_row<float>(128, 128, 3);
+  special_values_one_row<float>(64, 128, 4);
 }
 
 BOOST_AUTO_TEST_CASE(special_values_float) {
