@@ -531,8 +531,10 @@ void few_rows_values(std::size_t kv_heads, std::size_t lq, std::size_t dk, std::
     in.lengths = {1100, 700};
     p.multiply(T(0.5)).causal(causal_kind::bottom_right).key_lengths(in.lengths.data());
   });
-  // Decreasing scores (x -1): the first keys weigh most, the maximum never moves after the first group.
-  run_program<T>(s, 324, [&](I& in, P& p) { growing(in), p.multiply(T(-1)).causal(causal_kind::top_left); });
+  // Decreasing scores (x -1): the first keys weigh most, the maximum never moves after the first group (no
+  // rescale). Top-left causal: row i sees keys 0 .. i only, all in the first group.
+  run_program<T>(s, 324, [&](I& in, P& p) { growing(in), p.multiply(T(-1)); });
+  run_program<T>(s, 326, [&](I& in, P& p) { growing(in), p.causal(causal_kind::top_left); });
   // Random scores with a boolean mask (L_q x L_k per item, one row all false).
   run_program<T>(s, 325, [&](I& in, P& p) { p.multiply(T(0.125)).boolean_mask(random_mask(in, 12)); });
 }
