@@ -585,6 +585,56 @@ BOOST_AUTO_TEST_CASE(threads_give_the_same_bits) {
   run_program<double>(s, 402, prog);
 }
 
+// 4b. A work item is a run of consecutive chunks of one (batch item, KV head), gone through in one pass that
+// leaves a state at every chunk boundary. One thread takes whole heads; two and three threads take runs of 6
+// and 4 chunks (24-25 chunks of 512 keys per head, one head; enough work for three threads): the runs differ,
+// the bits must not, and all agree with the reference. L_k: whole chunks (a boundary at the last key), a
+// short group just past a boundary, a short last chunk; one row (one_row), 2-4 rows (few_rows), 6 rows
+// (blocks); GQA; key lengths that end one batch item 13 chunks before the other; bf16 keys and values.
+BOOST_AUTO_TEST_CASE(chunk_runs_give_the_same_bits) {
+  using I = instance<float>;
+  using P = ak::attention_problem<float>;
+  std::uint32_t seed = 430;
+  const auto check_runs = [&](const shape& s, ak::kv_storage kind, const std::function<void(I&, P&)>& prog) {
+    BOOST_TEST_CONTEXT(s << (kind == ak::kv_storage::same ? "" : " bf16")) {
+      I in(s, seed++);
+      in.kv = kind;
+      P p = in.problem();
+      prog(in, p);
+      in.store();
+      std::vector<double> ks = in.k, vs = in.v;
+      if (kind != ak::kv_storage::same)
+        for (auto* x : {&ks, &vs})
+          for (double& e : *x) e = stored(kind, e);
+      const result r = reference(p, in.q, ks, vs);
+      for (isa i : attnx::simd::supported()) {
+        BOOST_TEST_CONTEXT(attnx::simd::name(i)) {
+          in.run(p, i, 1);
+          check(in, r, tol<float>);
+          const std::vector<float> o1 = in.ob, l1 = in.lb;
+          for (unsigned t : {2u, 3u}) {
+            in.run(p, i, t);
+            BOOST_TEST(std::memcmp(o1.data(), in.ob.data(), o1.size() * sizeof(float)) == 0, "threads 1 and " << t << ": different o");
+            BOOST_TEST(std::memcmp(l1.data(), in.lb.data(), l1.size() * sizeof(float)) == 0, "threads 1 and " << t << ": different lse");
+          }
+        }
+      }
+    }
+  };
+  const auto plain = [](I&, P& p) { p.multiply(0.1f).causal(causal_kind::bottom_right); };
+  for (std::size_t lk : {12288u, 12293u, 12600u})
+    for (std::size_t lq : {1u, 2u, 4u, 6u}) check_runs({1, 1, 1, lq, lk, 128, 128, 0}, ak::kv_storage::same, plain);
+  check_runs({1, 4, 1, 1, 12293, 64, 64, 0}, ak::kv_storage::same, plain);  // GQA: four heads share one pass
+  check_runs({1, 1, 1, 1, 12293, 128, 128, 0}, ak::kv_storage::bf16, plain);
+  check_runs({1, 2, 1, 2, 12293, 128, 64, 0}, ak::kv_storage::bf16, plain);
+  for (std::size_t lq : {1u, 3u}) {  // item 0 ends 6600 keys before item 1: its heads have fewer chunks
+    check_runs({2, 2, 2, lq, 12600, 128, 128, 0}, ak::kv_storage::same, [](I& in, P& p) {
+      in.lengths = {6000, 12600};
+      p.multiply(0.1f).key_lengths(in.lengths.data()).causal(causal_kind::bottom_right);
+    });
+  }
+}
+
 // 5. K and V stored as bf16 / f16 (float queries): against the reference of the stored values at float tolerance,
 // and against the reference of the unrounded float values within a bound per storage type (N(0,1) inputs, scale
 // 1/sqrt(dk); measured: bf16 9.0e-4 (o) and 3.9e-4 (lse), f16 1.4e-4 and 4.1e-5; bounds about 2.5 times these).
