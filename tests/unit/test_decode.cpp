@@ -585,54 +585,64 @@ BOOST_AUTO_TEST_CASE(threads_give_the_same_bits) {
   run_program<double>(s, 402, prog);
 }
 
+// For chunk_runs_give_the_same_bits: p (K and V stored as kind) on every instruction set with 1 thread against
+// the reference, and the same bits with 2 and 3 threads.
+template <class T>
+void check_runs(const shape& s, ak::kv_storage kind, std::uint32_t seed, const program<T>& prog) {
+  BOOST_TEST_CONTEXT(s << (kind == ak::kv_storage::same ? "" : " bf16")) {
+    instance<T> in(s, seed);
+    in.kv = kind;
+    ak::attention_problem<T> p = in.problem();
+    prog(in, p);
+    in.store();
+    std::vector<double> ks = in.k, vs = in.v;
+    if (kind != ak::kv_storage::same)
+      for (auto* x : {&ks, &vs})
+        for (double& e : *x) e = stored(kind, e);
+    const result r = reference(p, in.q, ks, vs);
+    for (isa i : attnx::simd::supported()) {
+      BOOST_TEST_CONTEXT(attnx::simd::name(i)) {
+        in.run(p, i, 1);
+        check(in, r, tol<T>);
+        const std::vector<T> o1 = in.ob, l1 = in.lb;
+        for (unsigned t : {2u, 3u}) {
+          in.run(p, i, t);
+          BOOST_TEST(std::memcmp(o1.data(), in.ob.data(), o1.size() * sizeof(T)) == 0, "threads 1 and " << t << ": different o");
+          BOOST_TEST(std::memcmp(l1.data(), in.lb.data(), l1.size() * sizeof(T)) == 0, "threads 1 and " << t << ": different lse");
+        }
+      }
+    }
+  }
+}
+
 // 4b. A work item is a run of consecutive chunks of one (batch item, KV head), gone through in one pass that
 // leaves a state at every chunk boundary. One thread takes whole heads; two and three threads take runs of 6
 // and 4 chunks (24-25 chunks of 512 keys per head, one head; enough work for three threads): the runs differ,
 // the bits must not, and all agree with the reference. L_k: whole chunks (a boundary at the last key), a
 // short group just past a boundary, a short last chunk; one row (one_row), 2-4 rows (few_rows), 6 rows
-// (blocks); GQA; key lengths that end one batch item 13 chunks before the other; bf16 keys and values.
+// (blocks); GQA; key lengths that end one batch item 13 chunks before the other; bf16 keys and values; double.
 BOOST_AUTO_TEST_CASE(chunk_runs_give_the_same_bits) {
   using I = instance<float>;
   using P = ak::attention_problem<float>;
   std::uint32_t seed = 430;
-  const auto check_runs = [&](const shape& s, ak::kv_storage kind, const std::function<void(I&, P&)>& prog) {
-    BOOST_TEST_CONTEXT(s << (kind == ak::kv_storage::same ? "" : " bf16")) {
-      I in(s, seed++);
-      in.kv = kind;
-      P p = in.problem();
-      prog(in, p);
-      in.store();
-      std::vector<double> ks = in.k, vs = in.v;
-      if (kind != ak::kv_storage::same)
-        for (auto* x : {&ks, &vs})
-          for (double& e : *x) e = stored(kind, e);
-      const result r = reference(p, in.q, ks, vs);
-      for (isa i : attnx::simd::supported()) {
-        BOOST_TEST_CONTEXT(attnx::simd::name(i)) {
-          in.run(p, i, 1);
-          check(in, r, tol<float>);
-          const std::vector<float> o1 = in.ob, l1 = in.lb;
-          for (unsigned t : {2u, 3u}) {
-            in.run(p, i, t);
-            BOOST_TEST(std::memcmp(o1.data(), in.ob.data(), o1.size() * sizeof(float)) == 0, "threads 1 and " << t << ": different o");
-            BOOST_TEST(std::memcmp(l1.data(), in.lb.data(), l1.size() * sizeof(float)) == 0, "threads 1 and " << t << ": different lse");
-          }
-        }
-      }
-    }
+  const auto runs = [&](const shape& s, ak::kv_storage kind, const program<float>& prog) {
+    check_runs<float>(s, kind, seed++, prog);
   };
   const auto plain = [](I&, P& p) { p.multiply(0.1f).causal(causal_kind::bottom_right); };
   for (std::size_t lk : {12288u, 12293u, 12600u})
-    for (std::size_t lq : {1u, 2u, 4u, 6u}) check_runs({1, 1, 1, lq, lk, 128, 128, 0}, ak::kv_storage::same, plain);
-  check_runs({1, 4, 1, 1, 12293, 64, 64, 0}, ak::kv_storage::same, plain);  // GQA: four heads share one pass
-  check_runs({1, 1, 1, 1, 12293, 128, 128, 0}, ak::kv_storage::bf16, plain);
-  check_runs({1, 2, 1, 2, 12293, 128, 64, 0}, ak::kv_storage::bf16, plain);
+    for (std::size_t lq : {1u, 2u, 4u, 6u}) runs({1, 1, 1, lq, lk, 128, 128, 0}, ak::kv_storage::same, plain);
+  runs({1, 4, 1, 1, 12293, 64, 64, 0}, ak::kv_storage::same, plain);  // GQA: four heads share one pass
+  runs({1, 1, 1, 1, 12293, 128, 128, 0}, ak::kv_storage::bf16, plain);
+  runs({1, 2, 1, 2, 12293, 128, 64, 0}, ak::kv_storage::bf16, plain);
   for (std::size_t lq : {1u, 3u}) {  // item 0 ends 6600 keys before item 1: its heads have fewer chunks
-    check_runs({2, 2, 2, lq, 12600, 128, 128, 0}, ak::kv_storage::same, [](I& in, P& p) {
+    runs({2, 2, 2, lq, 12600, 128, 128, 0}, ak::kv_storage::same, [](I& in, P& p) {
       in.lengths = {6000, 12600};
       p.multiply(0.1f).key_lengths(in.lengths.data()).causal(causal_kind::bottom_right);
     });
   }
+  for (std::size_t lq : {1u, 4u})  // double: one_row, blocks
+    check_runs<double>({1, 1, 1, lq, 12293, 128, 128, 0}, ak::kv_storage::same, seed++,
+                       [](auto&, auto& p) { p.multiply(0.1).causal(causal_kind::bottom_right); });
 }
 
 // 5. K and V stored as bf16 / f16 (float queries): against the reference of the stored values at float tolerance,
