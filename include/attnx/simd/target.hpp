@@ -84,11 +84,15 @@
 #define ATTNX_OPTIMIZE_END
 #endif
 
-// Loop unrolling hints for the register-tiled kernels.
+// Loop unrolling hints for the register-tiled kernels; ATTNX_NOUNROLL keeps a loop rolled (see decode_tile.inc's
+// one_row: a load instruction run once per row of a stream is what the hardware prefetcher follows).
 #if defined(__clang__)
 #define ATTNX_UNROLL _Pragma("unroll")
+#define ATTNX_NOUNROLL _Pragma("nounroll")
 #elif defined(__GNUC__)
 #define ATTNX_UNROLL _Pragma("GCC unroll 16")
+#define ATTNX_NOUNROLL _Pragma("GCC unroll 1")
 #else
 #define ATTNX_UNROLL
+#define ATTNX_NOUNROLL
 #endif
