@@ -490,6 +490,15 @@ void special_values_one_row(std::size_t dk, std::size_t dv, std::size_t lq = 1) 
   });
   run_program<T>(s, 315, [](I&, P& p) { p.multiply(T(sizeof(T) == 4 ? 1e30 : 1e300)); }, 0, exactly<T>);
   run_program<T>(s, 316, [](I&, P& p) { p.multiply(T(0.125)).causal(causal_kind::bottom_right, T(-1e9)); });
+  // -inf scores from the data (q_0 = 1, k_j0 = -inf) before any visible key: keys 0-39 and 512-551 (the start of
+  // the second chunk, whose state starts again from m = -inf), and every key of item 1's head 2 (0, lse -inf).
+  run_program<T>(s, 319, [&](I& in, P& p) {
+    for (std::size_t n = 0; n < in.q.size(); n += s.dk) in.q[n] = 1;
+    for (std::size_t g = 0; g < 8; ++g)
+      for (std::size_t j = 0; j < 40; ++j) in.k[in.ki(0, g, j, 0)] = in.k[in.ki(0, g, 512 + j, 0)] = -pinf;
+    for (std::size_t j = 0; j < s.lk; ++j) in.k[in.ki(1, 2, j, 0)] = -pinf;
+    p.multiply(T(0.125));
+  });
   // A limit with a finite fill is not skipped: keys from 700 (item 0, inside a key group) and from 3 (item 1)
   // score -1e9 and weigh 0 beside the visible ones.
   run_program<T>(s, 318, [](I& in, P& p) {

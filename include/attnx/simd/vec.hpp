@@ -20,6 +20,7 @@
 //   any_pos_inf(m)          whether any lane is +inf
 //   any_inf(m)              whether any lane is +inf or -inf
 //   any_abs_above(x, t)     whether any lane has |x| > t
+//   any_above(x, t)         whether any lane has x > t (NaN lanes are not)
 //   below_or(x, lim, j, f)  x in the lanes where j < lim, f elsewhere
 //
 // The vector specialisations live in simd/vec_avx2.hpp and simd/vec_avx512.hpp, each compiled for its
@@ -81,6 +82,7 @@ struct vec<T, scalar_t> {
   static bool any_pos_inf(reg m) { return m == std::numeric_limits<T>::infinity(); }
   static bool any_inf(reg m) { return m == std::numeric_limits<T>::infinity() || m == -std::numeric_limits<T>::infinity(); }
   static bool any_abs_above(reg x, T t) { return (x < 0 ? -x : x) > t; }
+  static bool any_above(reg x, T t) { return x > t; }
   static reg below_or(reg x, reg lim, T j, reg f) { return j < lim ? x : f; }
 
  private:

@@ -88,6 +88,7 @@ struct vec<float, avx2_t> {
     const reg abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
     return _mm256_movemask_ps(_mm256_cmp_ps(abs, _mm256_set1_ps(t), _CMP_GT_OQ)) != 0;
   }
+  static bool any_above(reg x, float t) { return _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(t), _CMP_GT_OQ)) != 0; }
   static reg below_or(reg x, reg lim, float j, reg f) {
     return _mm256_blendv_ps(f, x, _mm256_cmp_ps(_mm256_set1_ps(j), lim, _CMP_LT_OQ));
   }
@@ -153,6 +154,7 @@ struct vec<double, avx2_t> {
     const reg abs = _mm256_andnot_pd(_mm256_set1_pd(-0.0), x);
     return _mm256_movemask_pd(_mm256_cmp_pd(abs, _mm256_set1_pd(t), _CMP_GT_OQ)) != 0;
   }
+  static bool any_above(reg x, double t) { return _mm256_movemask_pd(_mm256_cmp_pd(x, _mm256_set1_pd(t), _CMP_GT_OQ)) != 0; }
   static reg below_or(reg x, reg lim, double j, reg f) {
     return _mm256_blendv_pd(f, x, _mm256_cmp_pd(_mm256_set1_pd(j), lim, _CMP_LT_OQ));
   }

@@ -98,6 +98,7 @@ struct vec<float, avx512_t> {
   static bool any_abs_above(reg x, float t) {
     return _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(t), _CMP_GT_OQ) != 0;
   }
+  static bool any_above(reg x, float t) { return _mm512_cmp_ps_mask(x, _mm512_set1_ps(t), _CMP_GT_OQ) != 0; }
   static reg below_or(reg x, reg lim, float j, reg f) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_set1_ps(j), lim, _CMP_LT_OQ), f, x);
   }
@@ -162,6 +163,7 @@ struct vec<double, avx512_t> {
   static bool any_abs_above(reg x, double t) {
     return _mm512_cmp_pd_mask(_mm512_abs_pd(x), _mm512_set1_pd(t), _CMP_GT_OQ) != 0;
   }
+  static bool any_above(reg x, double t) { return _mm512_cmp_pd_mask(x, _mm512_set1_pd(t), _CMP_GT_OQ) != 0; }
   static reg below_or(reg x, reg lim, double j, reg f) {
     return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(_mm512_set1_pd(j), lim, _CMP_LT_OQ), f, x);
   }
