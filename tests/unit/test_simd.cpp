@@ -34,60 +34,35 @@ namespace scalar_checks {
 #include "simd_checks.inc"
 }  // namespace scalar_checks
 
-namespace {
-findings run_scalar_float() { return scalar_checks::checks<float, sd::scalar_t>::all(); }
-findings run_scalar_double() { return scalar_checks::checks<double, sd::scalar_t>::all(); }
-
-}  // namespace
-
 #if ATTNX_SIMD_X86
 ATTNX_TARGET_AVX2_BEGIN
 namespace avx2_checks {
 #include "simd_checks.inc"
 }  // namespace avx2_checks
-namespace {
-findings run_avx2_float() { return avx2_checks::checks<float, sd::avx2_t>::all(); }
-findings run_avx2_double() { return avx2_checks::checks<double, sd::avx2_t>::all(); }
-}  // namespace
 ATTNX_TARGET_END
 ATTNX_TARGET_AVX512_BEGIN
 namespace avx512_checks {
 #include "simd_checks.inc"
 }  // namespace avx512_checks
-namespace {
-findings run_avx512_float() { return avx512_checks::checks<float, sd::avx512_t>::all(); }
-findings run_avx512_double() { return avx512_checks::checks<double, sd::avx512_t>::all(); }
-}  // namespace
 ATTNX_TARGET_END
 #endif
 
 namespace {
-void report(const char* what, const findings& f) {
-  BOOST_TEST(f.bad == 0, what << ": " << f.bad << " mismatches, the first " << f.first);
+// The checks of one instruction set (Checks: that set's checks template), float and double.
+template <template <class, class> class Checks, class I>
+void run(const char* isa) {
+  if (!sd::cpu_supports(I::id)) {
+    BOOST_TEST_MESSAGE(isa << ": not on this CPU, skipped");
+    return;
+  }
+  const findings f = Checks<float, I>::all(), d = Checks<double, I>::all();
+  BOOST_TEST(f.bad == 0, isa << " float: " << f.bad << " mismatches, the first " << f.first);
+  BOOST_TEST(d.bad == 0, isa << " double: " << d.bad << " mismatches, the first " << d.first);
 }
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(scalar_lanes) {
-  report("scalar float", run_scalar_float());
-  report("scalar double", run_scalar_double());
-}
-
+BOOST_AUTO_TEST_CASE(scalar_lanes) { run<scalar_checks::checks, sd::scalar_t>("scalar"); }
 #if ATTNX_SIMD_X86
-BOOST_AUTO_TEST_CASE(avx2_lanes) {
-  if (!sd::cpu_supports(sd::isa::avx2)) {
-    BOOST_TEST_MESSAGE("no AVX2 on this CPU: skipped");
-    return;
-  }
-  report("avx2 float", run_avx2_float());
-  report("avx2 double", run_avx2_double());
-}
-
-BOOST_AUTO_TEST_CASE(avx512_lanes) {
-  if (!sd::cpu_supports(sd::isa::avx512)) {
-    BOOST_TEST_MESSAGE("no AVX-512 on this CPU: skipped");
-    return;
-  }
-  report("avx512 float", run_avx512_float());
-  report("avx512 double", run_avx512_double());
-}
+BOOST_AUTO_TEST_CASE(avx2_lanes) { run<avx2_checks::checks, sd::avx2_t>("avx2"); }
+BOOST_AUTO_TEST_CASE(avx512_lanes) { run<avx512_checks::checks, sd::avx512_t>("avx512"); }
 #endif

@@ -98,7 +98,7 @@
 #endif
 // A lambda of a kernel loop that must be inlined, written after its parameter list: clang 14 left few_rows'
 // helpers out of line at -O2, and with them the output registers in memory (decode_tile.inc).
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__GNUC__)  // (clang too)
 #define ATTNX_INLINE_LAMBDA __attribute__((always_inline))
 #else
 #define ATTNX_INLINE_LAMBDA
