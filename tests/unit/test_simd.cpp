@@ -9,9 +9,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
-#include <cstring>
 #include <string>
 #include <vector>
 
