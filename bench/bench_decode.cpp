@@ -5,9 +5,12 @@
 //                                     heads), d = 128, the decode kernel (Lq <= 16); K and V rotated over
 //                                     enough copies that each iteration reads them from memory
 //   BM_unfused/H/Lq/Lk/threads        the same with OpenBLAS: S = Q K^T (sgemm), row softmax, S V (sgemm)
+//   BM_pair_<bf16|f16>/H/Lq/Lk/threads  fp32 and 16-bit K/V on the same cell in alternation (L_k >= 16384): the
+//                                     16-bit speed-up measured under the same conditions (see pair below)
 // Counters: BYTES = bytes of K and V read per second (the bandwidth-floor comparison), FLOPS = 4 H Lq Lk d
 // per second, FLOOR (decode cells) = the read bandwidth measured on the same threads just before and after
-// the cell (bytes per second; the floor docs/benchmarks.md uses). Wall time (UseRealTime) throughout.
+// the cell (bytes per second; the floor docs/benchmarks.md uses); FP32_MS, HALF_MS, X_FP32 (pair cells). Wall
+// time (UseRealTime) throughout.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -142,49 +145,97 @@ const char* storage_name(attnx::kernels::kv_storage s) {
   return s == attnx::kernels::kv_storage::same ? "fp32" : s == attnx::kernels::kv_storage::bf16 ? "bf16" : "f16";
 }
 
+// One evaluation of the decode problem (H heads = KV heads, Lq rows, Lk keys) on copy r of c.
+template <class KV>
+void run_once(const cache_copies<KV>& c, std::size_t r, std::vector<float>& q, std::vector<float>& o, std::size_t H,
+              std::size_t Lq, std::size_t Lk, unsigned threads, attnx::kernels::kv_storage storage, attnx::simd::isa isa) {
+  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+  attnx::kernels::attention_problem<float> p;
+  p.q = {q.data(), 0, sz(Lq * d), sz(d)};
+  p.o = {o.data(), 0, sz(Lq * d), sz(d)};
+  if constexpr (std::is_same_v<KV, float>) {
+    p.k = {c.k(r), 0, sz(Lk * d), sz(d)};
+    p.v = {c.v(r), 0, sz(Lk * d), sz(d)};
+  } else {
+    p.kv = storage;
+    p.k16 = {reinterpret_cast<const std::uint16_t*>(c.k(r)), 0, sz(Lk * d), sz(d)};
+    p.v16 = {reinterpret_cast<const std::uint16_t*>(c.v(r)), 0, sz(Lk * d), sz(d)};
+  }
+  p.heads = H;
+  p.kv_heads = H;
+  p.lq = Lq;
+  p.lk = Lk;
+  p.dk = d;
+  p.dv = d;
+  p.multiply(1.0f / std::sqrt(float(d))).causal(attnx::kernels::causal_kind::bottom_right);
+  attnx::kernels::flash_attention(p, isa, threads);
+  benchmark::DoNotOptimize(o.data());
+  benchmark::ClobberMemory();
+}
+
 template <class KV>
 void decode(benchmark::State& state, attnx::kernels::kv_storage storage) {
   const auto H = std::size_t(state.range(0)), Lq = std::size_t(state.range(1)), Lk = std::size_t(state.range(2));
   const auto threads = unsigned(state.range(3));
   const cache_copies<KV> c(H, Lk);
   std::vector<float> q(H * Lq * d, 0.05f), o(H * Lq * d);
-  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
   const attnx::simd::isa isa = attnx::default_context().isa();
   std::size_t it = 0;
   const double before = floor_now(threads);
-  for (auto _ : state) {
-    const std::size_t r = it++ % c.n;
-    attnx::kernels::attention_problem<float> p;
-    p.q = {q.data(), 0, sz(Lq * d), sz(d)};
-    p.o = {o.data(), 0, sz(Lq * d), sz(d)};
-    if constexpr (std::is_same_v<KV, float>) {
-      p.k = {c.k(r), 0, sz(Lk * d), sz(d)};
-      p.v = {c.v(r), 0, sz(Lk * d), sz(d)};
-    } else {
-      p.kv = storage;
-      p.k16 = {reinterpret_cast<const std::uint16_t*>(c.k(r)), 0, sz(Lk * d), sz(d)};
-      p.v16 = {reinterpret_cast<const std::uint16_t*>(c.v(r)), 0, sz(Lk * d), sz(d)};
-    }
-    p.heads = H;
-    p.kv_heads = H;
-    p.lq = Lq;
-    p.lk = Lk;
-    p.dk = d;
-    p.dv = d;
-    p.multiply(1.0f / std::sqrt(float(d))).causal(attnx::kernels::causal_kind::bottom_right);
-    attnx::kernels::flash_attention(p, isa, threads);
-    benchmark::DoNotOptimize(o.data());
-    benchmark::ClobberMemory();
-  }
+  for (auto _ : state) run_once(c, it++ % c.n, q, o, H, Lq, Lk, threads, storage, isa);
   state.counters["BYTES"] = benchmark::Counter(double(2 * H * Lk * d * sizeof(KV)), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["FLOPS"] = benchmark::Counter(4.0 * double(H * Lq * Lk * d), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copies"] = double(c.n);
   state.counters["FLOOR"] = (before + floor_now(threads)) / 2;
   state.SetLabel(std::string(storage_name(storage)) + " " + std::string(attnx::simd::name(isa)));
 }
+
+// The 16-bit targets compare two speeds. This host's bandwidth moves by up to 2x from minute to minute, so two
+// cells timed minutes apart can differ more by the host than by the storage (a two-thread fp32 cell timed at 72
+// GB/s against its neighbours' 45 read as 1.15x, 2026-11-25). BM_pair_<bf16|f16> times the fp32 and the 16-bit
+// kernel on the same cell in alternation, one evaluation of each in turn (which goes first alternates), and
+// reports the mean time of each (FP32_MS, HALF_MS) and X_FP32 = the fp32 time / the 16-bit time.
+template <class KV>
+void pair(benchmark::State& state, attnx::kernels::kv_storage storage) {
+  const auto H = std::size_t(state.range(0)), Lq = std::size_t(state.range(1)), Lk = std::size_t(state.range(2));
+  const auto threads = unsigned(state.range(3));
+  const cache_copies<float> cf(H, Lk);
+  const cache_copies<KV> ch(H, Lk);
+  std::vector<float> q(H * Lq * d, 0.05f), o(H * Lq * d);
+  const attnx::simd::isa isa = attnx::default_context().isa();
+  using clock = std::chrono::steady_clock;
+  double tf = 0, th = 0;
+  std::size_t it = 0;
+  for (auto _ : state) {
+    const auto full = [&] {
+      const auto t0 = clock::now();
+      run_once(cf, it % cf.n, q, o, H, Lq, Lk, threads, attnx::kernels::kv_storage::same, isa);
+      tf += std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    const auto half = [&] {
+      const auto t0 = clock::now();
+      run_once(ch, it % ch.n, q, o, H, Lq, Lk, threads, storage, isa);
+      th += std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    if (it % 2 == 0) {
+      full();
+      half();
+    } else {
+      half();
+      full();
+    }
+    ++it;
+  }
+  state.counters["FP32_MS"] = tf / double(it) * 1e3;
+  state.counters["HALF_MS"] = th / double(it) * 1e3;
+  state.counters["X_FP32"] = tf / th;
+  state.SetLabel(std::string(storage_name(storage)) + " vs fp32, in alternation, " + std::string(attnx::simd::name(isa)));
+}
 void BM_decode_fp32(benchmark::State& s) { decode<float>(s, attnx::kernels::kv_storage::same); }
 void BM_decode_bf16(benchmark::State& s) { decode<attnx::bf16>(s, attnx::kernels::kv_storage::bf16); }
 void BM_decode_f16(benchmark::State& s) { decode<attnx::f16>(s, attnx::kernels::kv_storage::f16); }
+void BM_pair_bf16(benchmark::State& s) { pair<attnx::bf16>(s, attnx::kernels::kv_storage::bf16); }
+void BM_pair_f16(benchmark::State& s) { pair<attnx::f16>(s, attnx::kernels::kv_storage::f16); }
 
 // ---- unfused: OpenBLAS ----------------------------------------------------------------------------------
 void BM_unfused(benchmark::State& state) {
@@ -222,11 +273,22 @@ void decode_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"H", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+// The 16-bit targets' cells (L_k >= 16384).
+void pair_args(benchmark::internal::Benchmark* b) {
+  for (long t : {1, 2})
+    for (long H : {8, 32})
+      for (long Lq : {1, 4})
+        for (long Lk : {16384, 65536}) b->Args({H, Lq, Lk, t});
+  b->ArgNames({"H", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 BENCHMARK(BM_read)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_decode_fp32)->Apply(decode_args);
 BENCHMARK(BM_decode_bf16)->Apply(decode_args);
 BENCHMARK(BM_decode_f16)->Apply(decode_args);
 BENCHMARK(BM_unfused)->Apply(decode_args);
+BENCHMARK(BM_pair_bf16)->Apply(pair_args);
+BENCHMARK(BM_pair_f16)->Apply(pair_args);
 
 }  // namespace
 

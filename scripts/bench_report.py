@@ -416,6 +416,7 @@ def decode_comparison(path, run_note=""):
     ctx = data.get("context", {})
     runs = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(seconds, GB/s)]
     floor = collections.defaultdict(list)  # threads -> [GB/s]
+    paired = collections.defaultdict(list)  # (storage, H, Lq, Lk, threads) -> [fp32 time / 16-bit time, in alternation]
     for b in data["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
@@ -424,6 +425,9 @@ def decode_comparison(path, run_note=""):
             floor[int(b["threads"])].append(b["BYTES"] / 1e9)
             continue
         f = dict(kv.split(":") for kv in b["name"].split("/")[1:] if ":" in kv)
+        if name.startswith("pair_"):
+            paired[(name.replace("pair_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))].append(b["X_FP32"])
+            continue
         key = (name.replace("decode_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))
         runs[key].append((seconds(b, "real_time"), b["BYTES"] / 1e9, b.get("FLOOR", 0) / 1e9))
     fl = {t: statistics.median(v) for t, v in floor.items()}
@@ -478,6 +482,22 @@ def decode_comparison(path, run_note=""):
             if Lk >= 16384 and x is not None and ((st, t) not in half or x < half[(st, t)][0]):
                 half[(st, t)] = (x, H, Lq, Lk)
         out.append(f"| {H} | {Lq} | {Lk} | {t} | " + " | ".join(cells) + " |")
+    pmed = {k: statistics.median(v) for k, v in paired.items()}
+    pworst = {}  # (storage, threads) -> (smallest paired ratio, H, L_q, L_k)
+    if pmed:
+        out += ["", "The 16-bit speed-up timed in alternation (`BM_pair_<bf16|f16>`): the fp32 and the 16-bit kernel on the "
+                "same cell, one evaluation of each in turn, so that both see the same minutes of this host's bandwidth; "
+                "`× fp32` = the fp32 time / the 16-bit time, median over the repetitions. The targets' verdicts use these "
+                "ratios; the table above's come from cells timed apart.", "",
+                "| H | L_q | L_k | threads | bf16 × fp32 | f16 × fp32 |", "|---:|---:|---:|---:|---:|---:|"]
+        for H, Lq, Lk, t in sorted({k[1:] for k in pmed}, key=lambda k: (k[3], k[0], k[1], k[2])):
+            cells = []
+            for st in ("bf16", "f16"):
+                x = pmed.get((st, H, Lq, Lk, t))
+                cells.append(fmt(x, "{:.2f}×"))
+                if x is not None and ((st, t) not in pworst or x < pworst[(st, t)][0]):
+                    pworst[(st, t)] = (x, H, Lq, Lk)
+            out.append(f"| {H} | {Lq} | {Lk} | {t} | " + " | ".join(cells) + " |")
     out += ["", "External reference (not measured here; ggml is not a dependency): the figures quoted in issue 11 for "
             "`ggml_flash_attn_ext`, L_q = 1, H = 8, d = 128, one thread, measured on an AMD Zen 4 session with about "
             "24 GB/s of single-core read bandwidth. Compare them through `% floor`, not milliseconds (another CPU):", "",
@@ -488,9 +508,15 @@ def decode_comparison(path, run_note=""):
                      f"min {pct:.0f}% (H {H}, L_k {Lk})", pct >= 85))
     for (st, t), (x, H, Lq, Lk) in sorted(half.items()):
         norm = half_norm.get((st, t))
-        rows.append((f"decode {st} K/V ≥ 1.8× fp32, L_k ≥ 16384, {t} thread{'s' if t > 1 else ''}",
-                     f"min {x:.2f}× (H {H}, L_q {Lq}, L_k {Lk})" +
-                     (f"; against each cell's own floor min {norm:.2f}×" if norm is not None and adjacent else ""), x >= 1.8))
+        apart = (f"min {x:.2f}× (H {H}, L_q {Lq}, L_k {Lk})" +
+                 (f"; against each cell's own floor min {norm:.2f}×" if norm is not None and adjacent else ""))
+        name = f"decode {st} K/V ≥ 1.8× fp32, L_k ≥ 16384, {t} thread{'s' if t > 1 else ''}"
+        if (st, t) in pworst:
+            px, pH, pLq, pLk = pworst[(st, t)]
+            rows.append((name, f"min {px:.2f}× timed in alternation (H {pH}, L_q {pLq}, L_k {pLk}); cells timed apart: " + apart,
+                         px >= 1.8))
+        else:
+            rows.append((name, apart, x >= 1.8))
     return out, rows
 
 
