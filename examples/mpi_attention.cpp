@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       std::copy_n(outs.data() + r * std::size_t(n_out), n_out, states[r].out.data());
       std::copy_n(lses.data() + r * std::size_t(n_lse), n_lse, states[r].lse.data());
     }
-    const state merged = attnx::merge(std::span<const state>(states));
+    const state merged = attnx::merge(states);
 
     // One process, all keys.
     const shard K = rows(0, Lk, key_at), V = rows(0, Lk, value_at);

@@ -21,8 +21,11 @@
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
+#include <ranges>
 #include <span>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "attnx/util/algorithm.hpp"
 #include "attnx/eval/assign.hpp"
@@ -38,6 +41,10 @@ template <class T, class OutShape>
 struct attention_state;
 
 namespace detail {
+template <class X>
+inline constexpr bool is_attention_state_v = false;
+template <class T, class S>
+inline constexpr bool is_attention_state_v<attention_state<T, S>> = true;
 template <class E>
 inline constexpr bool is_softmax_times_v = false;
 template <class P, class V>
@@ -95,13 +102,26 @@ template <class T, class S>
 attention_state<T, S> merge_states(const attention_state<T, S>* const* states, std::size_t n) {
   if (n == 0) throw std::invalid_argument("attnx: merge: no attention state to merge");
   const auto d = states[0]->out.dims();
-  const std::size_t dv = d[S::rank - 1], rows = states[0]->lse.numel();
-  for (std::size_t c = 0; c < n; ++c)
-    if (states[c]->out.dims() != d)
-      throw_extent_error("merge: the attention states must have one shape", "rows", states[c]->lse.numel(), "first_rows",
-                         rows);
+  const auto ld = drop_last_dim(d);
+  std::size_t rows = 1;
+  for (std::size_t i = 0; i + 1 < S::rank; ++i) rows *= d[i];
+  const std::size_t dv = d[S::rank - 1];
+  for (std::size_t c = 0; c < n; ++c) {
+    const auto dc = states[c]->out.dims();
+    for (std::size_t i = 0; i < S::rank; ++i)
+      if (dc[i] != d[i])
+        throw_extent_error("merge: the attention states' outputs must have one shape (state " + std::to_string(c) +
+                               ", axis " + std::to_string(i) + ")",
+                           "extent", dc[i], "first_state_extent", d[i]);
+    const auto lc = states[c]->lse.dims();
+    for (std::size_t i = 0; i + 1 < S::rank; ++i)
+      if (lc[i] != ld[i])
+        throw_extent_error("merge: a state's lse must have its output's shape without the last axis (state " +
+                               std::to_string(c) + ", axis " + std::to_string(i) + ")",
+                           "lse_extent", lc[i], "out_extent", ld[i]);
+  }
   attention_state<T, S> m{basic_tensor<T, S>(d, uninitialized),
-                          basic_tensor<T, typename attention_state<T, S>::lse_shape>(states[0]->lse.dims(), uninitialized)};
+                          basic_tensor<T, typename attention_state<T, S>::lse_shape>(ld, uninitialized)};
   storage<T, dyn> parts(uninitialized, n * (dv + 2));  // each state's row as a partial state: m = lse, l = 1, o = out
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < n; ++c) {
@@ -117,12 +137,26 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
 }
 }  // namespace detail
 
-// The state of the union of the key sets of the given states (all of one shape; at least one).
+// The state of the union of the key sets of the given states (all of one shape; at least one): extent_error
+// naming the state, the axis and both extents when an output differs from the first's or an lse from its output's
+// shape without the last axis.
 template <class T, class S>
 attention_state<T, S> merge(std::span<const attention_state<T, S>> states) {
   storage<const attention_state<T, S>*, dyn> ptrs(uninitialized, states.size());
   for (std::size_t i = 0; i < states.size(); ++i) ptrs[i] = &states[i];
   return detail::merge_states(ptrs.data(), states.size());
+}
+template <class T, class S>
+attention_state<T, S> merge(std::span<attention_state<T, S>> states) {
+  return merge(std::span<const attention_state<T, S>>(states));
+}
+// A contiguous range of states (std::vector, std::array, ...).
+template <class R>
+  requires std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+           detail::is_attention_state_v<std::remove_cv_t<std::ranges::range_value_t<R>>>
+auto merge(const R& states) {
+  using state = std::remove_cv_t<std::ranges::range_value_t<R>>;
+  return merge(std::span<const state>(std::ranges::data(states), std::ranges::size(states)));
 }
 template <class T, class S, class... More>
   requires(std::is_same_v<More, attention_state<T, S>> && ...)

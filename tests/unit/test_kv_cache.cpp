@@ -291,5 +291,212 @@ BOOST_AUTO_TEST_CASE(merge_rules) {
                     std::invalid_argument);
   attnx::attention_state<float, attnx::make_shape<dyn, 4>> a{attnx::tensor<float, dyn, 4>(3), attnx::tensor<float, dyn>(3)},
       b{attnx::tensor<float, dyn, 4>(2), attnx::tensor<float, dyn>(2)};
-  BOOST_CHECK_EXCEPTION(attnx::merge(a, b), attnx::extent_error, says({"merge: the attention states must have one shape"}));
+  BOOST_CHECK_EXCEPTION(attnx::merge(a, b), attnx::extent_error, says({"merge: the attention states' outputs must have one shape (state 1, axis 0): extent 2, first_state_extent 3"}));
+}
+
+BOOST_AUTO_TEST_CASE(cache_moves_and_checked_accessors) {
+  attnx::kv_cache<float, 2, 4> a(2, 3), b(1, 5), none;
+  BOOST_TEST(none.batch() == 0u);
+  BOOST_TEST(none.capacity() == 0u);
+  std::vector<float> k(2 * 8, 1.0f), v(2 * 8, 2.0f);
+  a.append(k.data(), v.data(), 1);
+  // moved from: an empty cache (batch 0, capacity 0), not one that still claims its items over no memory
+  attnx::kv_cache<float, 2, 4> c = std::move(a);
+  BOOST_TEST(a.batch() == 0u);
+  BOOST_TEST(a.capacity() == 0u);
+  BOOST_TEST(a.lengths().size() == 0u);
+  BOOST_CHECK_EXCEPTION((void)a.length(0), std::out_of_range, says({"batch item 0 of a cache of 0"}));
+  BOOST_CHECK_EXCEPTION(a.append(0, k.data(), v.data(), 1), std::out_of_range, says({"batch item 0 of a cache of 0"}));
+  BOOST_TEST(c.length(1) == 1u);
+  // move assignment swaps the two caches, each with its own batch, capacity, lengths and rows
+  c = std::move(b);
+  BOOST_TEST(c.batch() == 1u);
+  BOOST_TEST(c.capacity() == 5u);
+  BOOST_TEST(c.length(0) == 0u);
+  BOOST_TEST(b.batch() == 2u);
+  BOOST_TEST(b.capacity() == 3u);
+  BOOST_TEST(b.length(1) == 1u);
+  BOOST_TEST(b.value(1, 1, 0, 3) == 2.0f);
+  b.append(k.data(), v.data(), 1);
+  BOOST_TEST(b.length(0) == 2u);
+  BOOST_CHECK_THROW(b.append(k.data(), v.data(), 2), std::length_error);
+  // every index the accessors take is checked
+  BOOST_CHECK_EXCEPTION((void)b.key(0, 2, 0, 0), std::out_of_range, says({"kv_cache: KV head 2 of a cache with 2 KV heads"}));
+  BOOST_CHECK_EXCEPTION((void)b.key(1, 0, 2, 0), std::out_of_range, says({"kv_cache: token 2 of batch item 1, which holds 2"}));
+  BOOST_CHECK_EXCEPTION((void)b.value(0, 0, 0, 4), std::out_of_range, says({"kv_cache: element 4 of a row of 4"}));
+  BOOST_CHECK_EXCEPTION((void)b.keys(0, 2), std::out_of_range, says({"KV head 2 of a cache with 2 KV heads"}));
+  BOOST_CHECK_EXCEPTION((void)b.values(2, 0), std::out_of_range, says({"batch item 2 of a cache of 2"}));
+  b.truncate(0, 1);
+  BOOST_CHECK_EXCEPTION((void)b.key(0, 0, 1, 0), std::out_of_range, says({"token 1 of batch item 0, which holds 1"}));
+  BOOST_TEST(b.key(0, 1, 0, 3) == 1.0f);
+}
+
+namespace {
+// Plain double loops: the attention of one query row over the given keys (rows of d), scale s: out and lse.
+void one_row(const double* q, const std::vector<const double*>& keys, const std::vector<const double*>& values, std::size_t d,
+             double s, double* out, double& lse) {
+  if (keys.empty()) {
+    std::fill_n(out, d, 0.0);
+    lse = -std::numeric_limits<double>::infinity();
+    return;
+  }
+  std::vector<double> sc(keys.size());
+  double mx = -1e300;
+  for (std::size_t j = 0; j < keys.size(); ++j) {
+    double dot = 0;
+    for (std::size_t c = 0; c < d; ++c) dot += q[c] * keys[j][c];
+    sc[j] = dot * s;
+    mx = std::max(mx, sc[j]);
+  }
+  double l = 0;
+  std::fill_n(out, d, 0.0);
+  for (std::size_t j = 0; j < keys.size(); ++j) {
+    const double p = std::exp(sc[j] - mx);
+    l += p;
+    for (std::size_t c = 0; c < d; ++c) out[c] += p * values[j][c];
+  }
+  for (std::size_t c = 0; c < d; ++c) out[c] /= l;
+  lse = mx + std::log(l);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(states_over_caches) {
+  // A shared prefix in one cache (item 0: 10 tokens, item 1: none) and each item's own tokens in another (5 and 6
+  // tokens, the last n = 2 the query rows): partial_attention over the prefix (cache_keys::all) and over the
+  // suffix (causal) merge to attention over prefix + suffix; attend and partial_attention take a scale.
+  constexpr std::size_t B = 2, H = 4, G = 2, d = 8, n = 2;
+  const std::size_t lp[B] = {10, 0}, ls[B] = {5, 6};
+  attnx::kv_cache<double, G, d> prefix(B, 16), suffix(B, 16);
+  mat pk[B], pv[B], sk[B], sv[B];
+  for (std::size_t b = 0; b < B; ++b) {
+    pk[b] = naive::random(lp[b] * G * d, 70 + unsigned(b), -2, 2);
+    pv[b] = naive::random(lp[b] * G * d, 72 + unsigned(b));
+    sk[b] = naive::random(ls[b] * G * d, 74 + unsigned(b), -2, 2);
+    sv[b] = naive::random(ls[b] * G * d, 76 + unsigned(b));
+    prefix.append(b, pk[b].data(), pv[b].data(), lp[b]);
+    suffix.append(b, sk[b].data(), sv[b].data(), ls[b]);
+  }
+  const mat q = naive::random(B * H * n * d, 78);
+  const auto qt = naive::make<attnx::tensor<double, B, H, n, d>>(q);
+  const double scale = 0.3;
+  const auto sp = attnx::partial_attention(qt, prefix, attnx::cache_keys::all, scale);
+  const auto ss = attnx::partial_attention(qt, suffix, attnx::cache_keys::causal_rows, scale);
+  const auto m = attnx::merge(sp, ss);
+  const auto plain = attnx::attend(qt, suffix, scale);  // the suffix alone, causal
+  const auto deflt = attnx::partial_attention(qt, suffix);  // scale 1/sqrt(d), causal
+  double err = 0, lerr = 0;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < n; ++i) {
+        const double* qr = q.data() + ((b * H + h) * n + i) * d;
+        const std::size_t g = h / (H / G), last = ls[b] - n + i;  // the row is suffix token `last`
+        std::vector<const double*> kp, vp, ks, vs;
+        for (std::size_t j = 0; j < lp[b]; ++j) kp.push_back(pk[b].data() + (j * G + g) * d), vp.push_back(pv[b].data() + (j * G + g) * d);
+        for (std::size_t j = 0; j <= last; ++j) ks.push_back(sk[b].data() + (j * G + g) * d), vs.push_back(sv[b].data() + (j * G + g) * d);
+        double o[d], l;
+        one_row(qr, kp, vp, d, scale, o, l);  // the prefix alone
+        for (std::size_t c = 0; c < d; ++c) err = std::max(err, std::abs(sp.out(b, h, i, c) - o[c]));
+        if (lp[b] == 0) BOOST_TEST(sp.lse(b, h, i) == -std::numeric_limits<double>::infinity());
+        else lerr = std::max(lerr, std::abs(sp.lse(b, h, i) - l));
+        one_row(qr, ks, vs, d, scale, o, l);  // the suffix alone
+        for (std::size_t c = 0; c < d; ++c) {
+          err = std::max(err, std::abs(ss.out(b, h, i, c) - o[c]));
+          err = std::max(err, std::abs(plain(b, h, i, c) - o[c]));
+        }
+        lerr = std::max(lerr, std::abs(ss.lse(b, h, i) - l));
+        std::vector<const double*> ka = kp, va = vp;
+        ka.insert(ka.end(), ks.begin(), ks.end());
+        va.insert(va.end(), vs.begin(), vs.end());
+        one_row(qr, ka, va, d, scale, o, l);  // both
+        for (std::size_t c = 0; c < d; ++c) err = std::max(err, std::abs(m.out(b, h, i, c) - o[c]));
+        lerr = std::max(lerr, std::abs(m.lse(b, h, i) - l));
+        one_row(qr, ks, vs, d, 1 / std::sqrt(double(d)), o, l);
+        for (std::size_t c = 0; c < d; ++c) err = std::max(err, std::abs(deflt.out(b, h, i, c) - o[c]));
+      }
+  BOOST_TEST(err <= 1e-13);
+  BOOST_TEST(lerr <= 1e-13);
+  // causal rows must be among the item's tokens: the error names the item
+  attnx::kv_cache<double, G, d> short_item(B, 4);
+  short_item.append(0, sk[0].data(), sv[0].data(), 3);
+  short_item.append(1, sk[1].data(), sv[1].data(), 1);
+  BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, short_item), attnx::extent_error,
+                        says({"every query row must be one of the cache's tokens (append first; batch item 1): cache_length 1, query_rows 2"}));
+  BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, short_item), attnx::extent_error, says({"batch item 1"}));
+  // every item empty, all keys: no key anywhere (the kernel does not run), out 0 and lse -inf
+  attnx::kv_cache<double, G, d> empty(B, 4);
+  const auto se = attnx::partial_attention(qt, empty, attnx::cache_keys::all);
+  BOOST_TEST(se.lse(1, 3, 1) == -std::numeric_limits<double>::infinity());
+  BOOST_TEST(se.out(0, 0, 0, 0) == 0.0);
+  const auto me = attnx::merge(se, ss);  // adds nothing
+  BOOST_TEST(std::memcmp(me.out.data(), ss.out.data(), sizeof(double) * ss.out.numel()) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(rollback_then_step) {
+  // Speculative decoding: 6 tokens, 3 drafted tokens stepped and rejected (truncate), then the true tokens: the
+  // outputs equal the causal forward pass of the true sequence (the rejected keys are gone).
+  using M = attnx::multi_head_attention<double, 32, 4, attnx::mha_options{.kv_heads = 2, .bias = false}>;
+  const model<M> w;
+  constexpr std::size_t L = 12;
+  const mat x = naive::random(L * 32, 81), draft = naive::random(3 * 32, 82);
+  attnx::kv_cache<double, 2, 8> cache(1, 16);
+  mat got(L * 32);
+  const auto step = [&](const double* rows, std::size_t n, double* out) {
+    attnx::tensor<double, dyn, 32> xt(n);
+    std::copy_n(rows, n * 32, xt.data());
+    const auto y = w.m.step(xt, cache, 0);
+    if (out) std::copy_n(y.data(), n * 32, out);
+  };
+  step(x.data(), 6, got.data());
+  step(draft.data(), 3, nullptr);
+  BOOST_TEST(cache.length(0) == 9u);
+  cache.truncate(0, 6);
+  step(x.data() + 6 * 32, 2, got.data() + 6 * 32);
+  for (std::size_t t = 8; t < L; ++t) step(x.data() + t * 32, 1, got.data() + t * 32);
+  const mat want = reference_forward(x, w.wq, w.wk, w.wv, w.wo, 1, L, 32, 4, 2, 8);
+  double err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]));
+  BOOST_TEST(err <= 1e-12);
+  // reset, then the same sequence again: the same outputs
+  cache.reset(0);
+  mat again(L * 32);
+  step(x.data(), L, again.data());
+  double err2 = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) err2 = std::max(err2, std::abs(again[i] - want[i]));
+  BOOST_TEST(err2 <= 1e-12);
+}
+
+BOOST_AUTO_TEST_CASE(merge_shapes_ranges_and_special_values) {
+  using state = attnx::attention_state<float, attnx::make_shape<dyn, 4>>;
+  state a{attnx::tensor<float, dyn, 4>(3), attnx::tensor<float, dyn>(3)}, b{attnx::tensor<float, dyn, 4>(2), attnx::tensor<float, dyn>(2)},
+      c{attnx::tensor<float, dyn, 4>(3), attnx::tensor<float, dyn>(2)};
+  BOOST_CHECK_EXCEPTION(attnx::merge(a, b), attnx::extent_error,
+                        says({"merge: the attention states' outputs must have one shape (state 1, axis 0): extent 2, first_state_extent 3"}));
+  // a state whose lse does not match its output: refused before any row is read
+  BOOST_CHECK_EXCEPTION(attnx::merge(a, c), attnx::extent_error,
+                        says({"lse must have its output's shape without the last axis (state 1, axis 0): lse_extent 2, out_extent 3"}));
+  BOOST_CHECK_EXCEPTION(attnx::merge(c), attnx::extent_error, says({"(state 0, axis 0): lse_extent 2, out_extent 3"}));
+  // +inf lse (a +inf score in each): the outputs averaged with equal weight, lse +inf; NaN stays NaN; a std::vector
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  state x{attnx::tensor<float, dyn, 4>(2), attnx::tensor<float, dyn>(2)}, y{attnx::tensor<float, dyn, 4>(2), attnx::tensor<float, dyn>(2)};
+  for (std::size_t c4 = 0; c4 < 4; ++c4) {
+    x.out(0, c4) = float(c4 + 1);
+    y.out(0, c4) = float(3 - c4);
+    x.out(1, c4) = 1.0f;
+    y.out(1, c4) = 5.0f;
+  }
+  x.lse(0) = inf;
+  y.lse(0) = inf;
+  x.lse(1) = std::numeric_limits<float>::quiet_NaN();
+  y.lse(1) = 0.5f;
+  const std::vector<state> both{x, y};
+  const auto m = attnx::merge(both);
+  BOOST_TEST(m.lse(0) == inf);
+  for (std::size_t c4 = 0; c4 < 4; ++c4) BOOST_TEST(m.out(0, c4) == 2.0f);
+  BOOST_TEST(std::isnan(m.lse(1)));
+  BOOST_TEST(std::isnan(m.out(1, 0)));
+  // one state at +inf and one finite: the +inf one takes all the weight
+  y.lse(0) = 3.0f;
+  const auto m2 = attnx::merge(x, y);
+  BOOST_TEST(m2.lse(0) == inf);
+  BOOST_TEST(m2.out(0, 3) == 4.0f);
 }

@@ -7,7 +7,8 @@
 //   auto y0 = mha.step(x_t0, cache, 0);   // x_t0 (n, d_model): batch item 0 only (items may differ in length)
 //   cache.length(b); cache.reset(); cache.reset(b); cache.truncate(b, n);
 //   cache.append(k, v);                   // k (B, n, kv_heads * d_k), v (B, n, kv_heads * d_v): by hand
-//   attnx::attend(q, cache[, ctx])        // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
+//   attnx::attend(q, cache[, scale][, ctx])  // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
+//   attnx::partial_attention(q, cache[, attnx::cache_keys::all][, scale])  // the same as a state (state.hpp)
 //
 // Layout: (batch, kv_heads, capacity, d) for K and for V, so that the keys of one (item, KV head) are
 // contiguous rows, as the kernels read them. Each batch item has its own length (<= capacity). The
@@ -19,16 +20,19 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "attnx/util/algorithm.hpp"
 #include "attnx/eval/assign.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/kernels/flash_attention.hpp"
+#include "attnx/state.hpp"
 #include "attnx/tensor/half.hpp"
 #include "attnx/tensor/storage.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -50,6 +54,21 @@ class kv_cache {
 
   kv_cache(std::size_t batch, std::size_t capacity)
       : batch_(batch), cap_(capacity), len_(batch), k_(batch * KvHeads * capacity * Dk), v_(batch * KvHeads * capacity * Dv) {}  // all zero
+  kv_cache() noexcept : batch_(0), cap_(0) {}  // no item (batch 0, capacity 0)
+  kv_cache(const kv_cache&) = default;
+  kv_cache& operator=(const kv_cache&) = default;
+  // A cache moved from is empty (batch 0, capacity 0); move assignment swaps the two caches.
+  kv_cache(kv_cache&& o) noexcept
+      : batch_(std::exchange(o.batch_, 0)), cap_(std::exchange(o.cap_, 0)), len_(std::move(o.len_)), k_(std::move(o.k_)),
+        v_(std::move(o.v_)) {}
+  kv_cache& operator=(kv_cache&& o) noexcept {
+    std::swap(batch_, o.batch_);
+    std::swap(cap_, o.cap_);
+    len_ = std::move(o.len_);  // (storage's move assignment swaps)
+    k_ = std::move(o.k_);
+    v_ = std::move(o.v_);
+    return *this;
+  }
 
   std::size_t batch() const noexcept { return batch_; }
   std::size_t capacity() const noexcept { return cap_; }
@@ -98,22 +117,29 @@ class kv_cache {
                               " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_));
   }
 
-  // Element c of the key (value) of token j, KV head g, item b, as T.
-  T key(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(k_[index<Dk>(b, g, j) + c]); }
-  T value(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const { return static_cast<T>(v_[index<Dv>(b, g, j) + c]); }
+  // Element c of the key (value) of token j (< length(b)), KV head g, item b, as T; std::out_of_range naming
+  // the index and its bound for any index outside.
+  T key(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const {
+    return static_cast<T>(k_[index<Dk>(b, head(g), token(b, j)) + element(c, Dk)]);
+  }
+  T value(std::size_t b, std::size_t g, std::size_t j, std::size_t c) const {
+    return static_cast<T>(v_[index<Dv>(b, head(g), token(b, j)) + element(c, Dv)]);
+  }
   // The current keys (values) of item b, KV head g: (length(b), d_k) rows, in place (storage T only).
   auto keys(std::size_t b, std::size_t g) const
     requires std::is_same_v<Store, T>
   {
-    return view<const T, dyn, Dk>(k_.data() + index<Dk>(b, g, 0), length(b));
+    const std::size_t n = length(b);
+    return view<const T, dyn, Dk>(k_.data() + index<Dk>(b, head(g), 0), n);
   }
   auto values(std::size_t b, std::size_t g) const
     requires std::is_same_v<Store, T>
   {
-    return view<const T, dyn, Dv>(v_.data() + index<Dv>(b, g, 0), length(b));
+    const std::size_t n = length(b);
+    return view<const T, dyn, Dv>(v_.data() + index<Dv>(b, head(g), 0), n);
   }
 
-  // The kernels' view of items [b0, b0 + n): K and V as (batch, kv_heads, capacity, d) stacks.
+  // The kernels' view of items b0 onwards: K and V as (batch, kv_heads, capacity, d) stacks.
   void describe(kernels::attention_problem<T>& p, std::size_t b0) const {
     const auto k = stack<Dk>(k_.data(), b0), v = stack<Dv>(v_.data(), b0);
     if constexpr (std::is_same_v<Store, T>) {
@@ -176,6 +202,23 @@ class kv_cache {
       throw std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_));
     return b;
   }
+  // The same for a KV head, a token of item b (below its length) and an element of a row of d.
+  static std::size_t head(std::size_t g) {
+    if (g >= KvHeads)
+      throw std::out_of_range("attnx: kv_cache: KV head " + std::to_string(g) + " of a cache with " + std::to_string(KvHeads) + " KV heads");
+    return g;
+  }
+  std::size_t token(std::size_t b, std::size_t j) const {
+    if (j >= len_[item(b)])
+      throw std::out_of_range("attnx: kv_cache: token " + std::to_string(j) + " of batch item " + std::to_string(b) +
+                              ", which holds " + std::to_string(len_[b]));
+    return j;
+  }
+  static std::size_t element(std::size_t c, std::size_t d) {
+    if (c >= d)
+      throw std::out_of_range("attnx: kv_cache: element " + std::to_string(c) + " of a row of " + std::to_string(d));
+    return c;
+  }
 
   std::size_t batch_, cap_;
   storage<std::size_t, dyn> len_;  // per item
@@ -191,22 +234,26 @@ namespace detail {
 // Attention of n new query rows per item over the cache, causal within each item's own length (the
 // queries are each item's last n tokens): q and out as strided stacks (b, h, i), items [b0, b0 + batch).
 // causal_order = false: every query row sees every key its item holds (a cross-attention memory).
+// lse: the rows' log-sum-exp as a (b, h, i) stack, or none.
 template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
-                  kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true) {
+                  kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true,
+                  kernels::strided<T> lse = {}) {
   if (batch == 0 || n == 0) return;
   storage<std::size_t, dyn> lens(uninitialized, batch);
   std::size_t lk = 0;
   for (std::size_t b = 0; b < batch; ++b) {
     lens[b] = cache.length(b0 + b);
     if (causal_order && lens[b] < n)
-      detail::throw_extent_error("attend: every query row must be one of the cache's tokens (append first)", "cache_length",
-                                 lens[b], "query_rows", n);
+      detail::throw_extent_error("attend: every query row must be one of the cache's tokens (append first; batch item " +
+                                     std::to_string(b0 + b) + ")",
+                                 "cache_length", lens[b], "query_rows", n);
     lk = alg::max(lk, lens[b]);
   }
   kernels::attention_problem<T> p;
   p.q = q;
   p.o = out;
+  p.lse = lse;
   cache.describe(p, b0);
   p.batch = batch;
   p.heads = heads;
@@ -222,13 +269,20 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
 }
 }  // namespace detail
 
-// q (B, heads, n, d_k) against the cache (B = its batch; heads a multiple of its kv_heads): the n query rows
-// are each item's last n tokens (append their keys and values first), causal within each item's length.
-// Scale 1/sqrt(d_k). Returns (B, heads, n, d_v).
+// Which of an item's keys its query rows see in partial_attention(q, cache, ...): causal_rows, the rows are the item's
+// last n tokens (as attend); all, the rows come after every token the item holds (a shared prefix, or an earlier
+// shard of the keys).
+enum class cache_keys : unsigned char { causal_rows, all };
+
+namespace detail {
+// attend / partial_attention over a cache: q (B, heads, n, d_k) checked; the output (B, heads, n, d_v) and, with
+// with_lse, each row's log-sum-exp (B, heads, n).
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
-auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
+auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale, const context& ctx, bool with_lse,
+                    cache_keys keys = cache_keys::causal_rows) {
   using SQ = shape_of_t<Q>;
   using result = tensor<T, dyn, dyn, dyn, Dv>;
+  using state = attention_state<T, shape_of_t<result>>;
   constexpr bool rank_ok = SQ::rank == 4;
   static_assert(rank_ok, "attnx: attend(q, cache): q must be (B, heads, n, d_k)");
   constexpr bool dk_ok = !rank_ok || may_equal_extents(SQ::cols, Dk);
@@ -245,17 +299,55 @@ auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& c
       detail::throw_extent_error("attend(q, cache): q's batch must be the cache's", "q_batch", d[0], "cache_batch", cache.batch());
     if (d[1] % G != 0)
       detail::throw_extent_error("attend(q, cache): q's heads must be a multiple of the cache's kv_heads", "heads", d[1], "kv_heads", G);
-    result out(d[0], d[1], d[2]);
+    state s{result(d[0], d[1], d[2]), basic_tensor<T, typename state::lse_shape>(with_lse ? d[0] : 0, d[1], d[2])};
     const auto H = static_cast<std::ptrdiff_t>(d[1]), N = static_cast<std::ptrdiff_t>(d[2]);
     const kernels::strided<const T> qs{qt.data(), H * N * static_cast<std::ptrdiff_t>(Dk), N * static_cast<std::ptrdiff_t>(Dk),
                                        static_cast<std::ptrdiff_t>(Dk)};
-    const kernels::strided<T> os{out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
+    const kernels::strided<T> os{s.out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
                                  static_cast<std::ptrdiff_t>(Dv)};
-    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, T(1) / math::sqrt(T(Dk)), ctx);
-    return out;
+    const kernels::strided<T> ls = with_lse ? kernels::strided<T>{s.lse.data(), H * N, N, 1} : kernels::strided<T>{};
+    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls);
+    if (with_lse && d[2] > 0 && d[1] > 0)  // an empty item: no key for its rows (none at all: the kernel did not run)
+      for (std::size_t b = 0; b < d[0]; ++b)
+        if (cache.length(b) == 0) {
+          alg::fill_n(s.out.data() + b * d[1] * d[2] * Dv, d[1] * d[2] * Dv, T(0));
+          alg::fill_n(s.lse.data() + b * d[1] * d[2], d[1] * d[2], -std::numeric_limits<T>::infinity());
+        }
+    return s;
   } else {
-    return result{};
+    return state{};
   }
+}
+}  // namespace detail
+
+// q (B, heads, n, d_k) against the cache (B = its batch; heads a multiple of its kv_heads): the n query rows
+// are each item's last n tokens (append their keys and values first), causal within each item's length.
+// Scale 1/sqrt(d_k), or the one given. Returns (B, heads, n, d_v).
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale, const context& ctx = current_context()) {
+  return detail::attend_checked(q, cache, scale, ctx, false).out;
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
+  return detail::attend_checked(q, cache, T(1) / math::sqrt(T(Dk)), ctx, false).out;
+}
+// The same as an attention state (state.hpp): out (B, heads, n, d_v) and lse (B, heads, n), to merge with the
+// states of keys held elsewhere: a shared prefix in one cache (cache_keys::all) and each sequence's own tokens in
+// another (cache_keys::causal_rows), say. With cache_keys::all an item with no token gives out 0 and lse -inf for its
+// rows (it adds nothing to a merge); with causal, as attend, its rows must be among its tokens.
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, T scale,
+                       const context& ctx = current_context()) {
+  return detail::attend_checked(q, cache, scale, ctx, true, keys);
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys,
+                       const context& ctx = current_context()) {
+  return detail::attend_checked(q, cache, T(1) / math::sqrt(T(Dk)), ctx, true, keys);
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
+  return detail::attend_checked(q, cache, T(1) / math::sqrt(T(Dk)), ctx, true);
 }
 
 }  // namespace attnx
