@@ -438,7 +438,7 @@ BOOST_AUTO_TEST_CASE(rollback_then_step) {
   const model<M> w;
   constexpr std::size_t L = 12;
   const mat x = naive::random(L * 32, 81), draft = naive::random(3 * 32, 82);
-  attnx::kv_cache<double, 2, 8> cache(1, 16);
+  attnx::kv_cache<double, 2, 8> cache(1, 8);
   mat got(L * 32);
   const auto step = [&](const double* rows, std::size_t n, double* out) {
     attnx::tensor<double, dyn, 32> xt(n);
@@ -447,6 +447,9 @@ BOOST_AUTO_TEST_CASE(rollback_then_step) {
     if (out) std::copy_n(y.data(), n * 32, out);
   };
   step(x.data(), 6, got.data());
+  BOOST_CHECK_THROW(step(draft.data(), 3, nullptr), std::length_error);  // 9 tokens in a capacity of 8
+  cache.reserve(16);  // grown: the 6 tokens kept
+  BOOST_TEST(cache.capacity() == 16u);
   step(draft.data(), 3, nullptr);
   BOOST_TEST(cache.length(0) == 9u);
   cache.truncate(0, 6);
@@ -499,4 +502,78 @@ BOOST_AUTO_TEST_CASE(merge_shapes_ranges_and_special_values) {
   const auto m2 = attnx::merge(x, y);
   BOOST_TEST(m2.lse(0) == inf);
   BOOST_TEST(m2.out(0, 3) == 4.0f);
+}
+
+BOOST_AUTO_TEST_CASE(grow_fork_reorder_and_raw_rows) {
+  // Token t of item b, KV head g, element e: key b * 16 + t * 4 + g * 2 + e % 2 (exact in bf16), value its negative.
+  constexpr std::size_t G = 2, d = 4;
+  using cache_t = attnx::kv_cache<float, G, d, d, attnx::bf16>;
+  const auto key_of = [](std::size_t b, std::size_t t, std::size_t g, std::size_t e) { return float(b * 16 + t * 4 + g * 2 + e % 2); };
+  const auto fill = [&](cache_t& c, std::size_t b, std::size_t t0, std::size_t n) {
+    std::vector<float> k(n * G * d), v(n * G * d);
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t g = 0; g < G; ++g)
+        for (std::size_t e = 0; e < d; ++e) {
+          k[(t * G + g) * d + e] = key_of(b, t0 + t, g, e);
+          v[(t * G + g) * d + e] = -key_of(b, t0 + t, g, e);
+        }
+    c.append(b, k.data(), v.data(), n);
+  };
+  cache_t c(3, 2);
+  fill(c, 0, 0, 2);
+  fill(c, 1, 0, 1);
+  BOOST_CHECK_THROW(fill(c, 0, 2, 1), std::length_error);
+  c.reserve(1);  // never shrinks
+  BOOST_TEST(c.capacity() == 2u);
+  c.reserve(5);
+  BOOST_TEST(c.capacity() == 5u);
+  BOOST_TEST(c.length(0) == 2u);
+  BOOST_TEST(c.length(1) == 1u);
+  BOOST_TEST(c.length(2) == 0u);
+  BOOST_TEST(c.key(0, 1, 1, 3) == key_of(0, 1, 1, 3));
+  BOOST_TEST(c.value(1, 0, 0, 0) == -key_of(1, 0, 0, 0));
+  fill(c, 0, 2, 2);  // room now
+  BOOST_TEST(c.key(0, 1, 3, 1) == key_of(0, 3, 1, 1));
+  // fork: item 2 takes item 0's four tokens
+  c.copy_item(0, 2);
+  BOOST_TEST(c.length(2) == 4u);
+  BOOST_TEST(c.key(2, 1, 3, 1) == key_of(0, 3, 1, 1));
+  BOOST_TEST(c.value(2, 0, 2, 0) == -key_of(0, 2, 0, 0));
+  BOOST_TEST(c.length(0) == 4u);  // the source is unchanged
+  // beam search: item 0 <- 1, item 1 <- 1, item 2 <- 0
+  fill(c, 2, 4, 1);  // item 2 now differs from item 0 by a fifth token
+  const std::size_t beams[3] = {1, 1, 0};
+  c.reorder(beams);
+  BOOST_TEST(c.length(0) == 1u);
+  BOOST_TEST(c.length(1) == 1u);
+  BOOST_TEST(c.length(2) == 4u);
+  BOOST_TEST(c.key(0, 1, 0, 1) == key_of(1, 0, 1, 1));
+  BOOST_TEST(c.key(1, 0, 0, 0) == key_of(1, 0, 0, 0));
+  BOOST_TEST(c.key(2, 1, 3, 1) == key_of(0, 3, 1, 1));
+  BOOST_TEST(c.capacity() == 5u);
+  const std::size_t two[2] = {0, 1}, past[3] = {0, 3, 1};
+  BOOST_CHECK_EXCEPTION(c.reorder(two), attnx::extent_error, says({"kv_cache: reorder: one source item per batch item: sources 2, batch 3"}));
+  BOOST_CHECK_EXCEPTION(c.reorder(past), std::out_of_range, says({"batch item 3 of a cache of 3"}));
+  BOOST_TEST(c.length(2) == 4u);  // a refused reorder changes nothing
+  // the stored rows as stored: save item 2 and restore it into another cache, bit for bit
+  const auto kr = c.key_rows(2, 1), vr = c.value_rows(2, 1);
+  BOOST_TEST(kr.size() == 4 * d);
+  BOOST_TEST(float(kr[3 * d + 1]) == key_of(0, 3, 1, 1));
+  cache_t r(1, 8);
+  std::vector<float> k(4 * G * d), v(4 * G * d);
+  for (std::size_t g = 0; g < G; ++g) {
+    const auto kg = c.key_rows(2, g), vg = c.value_rows(2, g);
+    for (std::size_t t = 0; t < 4; ++t)
+      for (std::size_t e = 0; e < d; ++e) {
+        k[(t * G + g) * d + e] = float(kg[t * d + e]);
+        v[(t * G + g) * d + e] = float(vg[t * d + e]);
+      }
+  }
+  r.append(0, k.data(), v.data(), 4);
+  for (std::size_t g = 0; g < G; ++g) {
+    BOOST_TEST(std::memcmp(r.key_rows(0, g).data(), c.key_rows(2, g).data(), 4 * d * sizeof(attnx::bf16)) == 0);
+    BOOST_TEST(std::memcmp(r.value_rows(0, g).data(), c.value_rows(2, g).data(), 4 * d * sizeof(attnx::bf16)) == 0);
+  }
+  BOOST_TEST(vr.size() == 4 * d);
+  BOOST_CHECK_EXCEPTION((void)c.key_rows(0, 2), std::out_of_range, says({"KV head 2"}));
 }

@@ -6,14 +6,15 @@
 //                                         // multi_head_attention.hpp); n = 1 decodes, n > 1 is chunked prefill
 //   auto y0 = mha.step(x_t0, cache, 0);   // x_t0 (n, d_model): batch item 0 only (items may differ in length)
 //   cache.length(b); cache.reset(); cache.reset(b); cache.truncate(b, n);
+//   cache.reserve(capacity); cache.copy_item(src, dst); cache.reorder(beams);   // grow; fork; beam search
 //   cache.append(k, v);                   // k (B, n, kv_heads * d_k), v (B, n, kv_heads * d_v): by hand
 //   attnx::attend(q, cache[, scale][, ctx])  // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
 //   attnx::partial_attention(q, cache[, attnx::cache_keys::all][, scale])  // the same as a state (state.hpp)
 //
 // Layout: (batch, kv_heads, capacity, d) for K and for V, so that the keys of one (item, KV head) are
 // contiguous rows, as the kernels read them. Each batch item has its own length (<= capacity). The
-// capacity is fixed at construction: appending past it throws std::length_error naming the item, its
-// length, the tokens appended and the capacity, and changes nothing.
+// capacity is set at construction and grows only through reserve: appending past it throws
+// std::length_error naming the item, its length, the tokens appended and the capacity, and changes nothing.
 //
 // Storage: T, or (T = float) attnx::bf16 / attnx::f16 (tensor/half.hpp), rounded to nearest when appended
 // and read into float registers by the kernels (accumulation in float): half the bytes per decoded token.
@@ -85,6 +86,32 @@ class kv_cache {
     len_[b] = n;
   }
 
+  // Grows the capacity to at least `capacity` tokens per item (never shrinks), keeping every item's tokens:
+  // a new buffer and one copy of each item's rows.
+  void reserve(std::size_t capacity) {
+    if (capacity <= cap_) return;
+    kv_cache grown(batch_, capacity);
+    for (std::size_t b = 0; b < batch_; ++b) grown.copy_rows(*this, b, b);
+    *this = std::move(grown);
+  }
+  // Item dst takes item src's tokens (its length and rows; beam search forking a prefix, a prompt shared by
+  // several sequences). dst == src does nothing.
+  void copy_item(std::size_t src, std::size_t dst) {
+    item(src);
+    item(dst);
+    if (src != dst) copy_rows(*this, src, dst);
+  }
+  // Item b takes what item from[b] holds, for every b at once (beam search: the surviving beams' caches;
+  // an item may be taken several times or not at all). from has one entry per item.
+  void reorder(std::span<const std::size_t> from) {
+    if (from.size() != batch_)
+      detail::throw_extent_error("kv_cache: reorder: one source item per batch item", "sources", from.size(), "batch", batch_);
+    for (const std::size_t b : from) item(b);
+    kv_cache out(batch_, cap_);
+    for (std::size_t b = 0; b < batch_; ++b) out.copy_rows(*this, from[b], b);
+    *this = std::move(out);
+  }
+
   // Appends n tokens to every item: k (B, n, kv_heads * d_k) and v (B, n, kv_heads * d_v), row-major.
   void append(const T* k, const T* v, std::size_t n) {
     for (std::size_t b = 0; b < batch_; ++b) check_room(b, n);
@@ -139,6 +166,17 @@ class kv_cache {
     return view<const T, dyn, Dv>(v_.data() + index<Dv>(b, head(g), 0), n);
   }
 
+  // The stored keys (values) of item b, KV head g, as they are stored (T, bf16 or f16): length(b) * d_k
+  // elements, row by row. With append they save and restore a cache exactly (bf16 / f16 -> T -> the same bits).
+  std::span<const Store> key_rows(std::size_t b, std::size_t g) const {
+    const std::size_t n = length(b);
+    return {k_.data() + index<Dk>(b, head(g), 0), n * Dk};
+  }
+  std::span<const Store> value_rows(std::size_t b, std::size_t g) const {
+    const std::size_t n = length(b);
+    return {v_.data() + index<Dv>(b, head(g), 0), n * Dv};
+  }
+
   // The kernels' view of items b0 onwards: K and V as (batch, kv_heads, capacity, d) stacks.
   void describe(kernels::attention_problem<T>& p, std::size_t b0) const {
     const auto k = stack<Dk>(k_.data(), b0), v = stack<Dv>(v_.data(), b0);
@@ -161,6 +199,15 @@ class kv_cache {
   kernels::strided<const Store> stack(const Store* base, std::size_t b0) const {
     const auto d = static_cast<std::ptrdiff_t>(D), cap = static_cast<std::ptrdiff_t>(cap_);
     return {base + index<D>(b0, 0, 0), static_cast<std::ptrdiff_t>(KvHeads) * cap * d, cap * d, d};
+  }
+  // Item src of c (this cache or another of the same capacity or less) into item dst: its rows and length.
+  void copy_rows(const kv_cache& c, std::size_t src, std::size_t dst) {
+    const std::size_t n = c.len_[src];
+    for (std::size_t g = 0; g < KvHeads; ++g) {
+      alg::copy_n(c.k_.data() + c.template index<Dk>(src, g, 0), n * Dk, k_.data() + index<Dk>(dst, g, 0));
+      alg::copy_n(c.v_.data() + c.template index<Dv>(src, g, 0), n * Dv, v_.data() + index<Dv>(dst, g, 0));
+    }
+    len_[dst] = n;
   }
   void write(std::size_t b, const T* k, const T* v, std::size_t n) {
     for (std::size_t t = 0; t < n; ++t)
