@@ -577,3 +577,46 @@ BOOST_AUTO_TEST_CASE(grow_fork_reorder_and_raw_rows) {
   BOOST_TEST(vr.size() == 4 * d);
   BOOST_CHECK_EXCEPTION((void)c.key_rows(0, 2), std::out_of_range, says({"KV head 2"}));
 }
+
+BOOST_AUTO_TEST_CASE(rows_per_item_step) {
+  // One call with rows per item (item 0 prefills 5 tokens while item 1 prefills 3), then 1 and 2, then 0 and 1:
+  // each item's rows equal the causal forward pass of its own sequence (GQA, float storage); the rules.
+  using M = attnx::multi_head_attention<double, 32, 4, attnx::mha_options{.kv_heads = 2, .bias = false}>;
+  const model<M> w;
+  const std::size_t total[2] = {6, 6};
+  const mat x0 = naive::random(total[0] * 32, 91), x1 = naive::random(total[1] * 32, 92);
+  const mat* xs[2] = {&x0, &x1};
+  attnx::kv_cache<double, 2, 8> cache(2, 8);
+  mat got[2] = {mat(total[0] * 32), mat(total[1] * 32)};
+  std::size_t at[2] = {0, 0};
+  const std::size_t calls[3][2] = {{5, 3}, {1, 2}, {0, 1}};
+  for (const auto& counts : calls) {
+    attnx::tensor<double, dyn, 32> rows(counts[0] + counts[1]);
+    for (std::size_t b = 0, r = 0; b < 2; r += counts[b], ++b) std::copy_n(xs[b]->data() + at[b] * 32, counts[b] * 32, rows.data() + r * 32);
+    const std::vector<std::size_t> n(std::begin(counts), std::end(counts));
+    const auto y = w.m.step(rows, cache, n);
+    for (std::size_t b = 0, r = 0; b < 2; r += counts[b], ++b) {
+      std::copy_n(y.data() + r * 32, counts[b] * 32, got[b].data() + at[b] * 32);
+      at[b] += counts[b];
+    }
+  }
+  BOOST_TEST(cache.length(0) == 6u);
+  BOOST_TEST(cache.length(1) == 6u);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const mat want = reference_forward(*xs[b], w.wq, w.wk, w.wv, w.wo, 1, total[b], 32, 4, 2, 8);
+    double err = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(got[b][i] - want[i]));
+    BOOST_TEST(err <= 1e-12);
+  }
+  // the rules, each before anything is appended
+  attnx::tensor<double, dyn, 32> three(3);
+  const std::size_t one_count[1] = {3}, wrong_sum[2] = {1, 1}, too_many[2] = {3, 0};
+  BOOST_CHECK_EXCEPTION(w.m.step(three, cache, std::span<const std::size_t>(one_count)), attnx::extent_error,
+                        says({"multi_head_attention::step: one row count per batch item of the cache: row_counts 1, cache_batch 2"}));
+  BOOST_CHECK_EXCEPTION(w.m.step(three, cache, std::span<const std::size_t>(wrong_sum)), attnx::extent_error,
+                        says({"x must hold the items' rows, one item after another: input_rows 3, rows_per_item_sum 2"}));
+  BOOST_CHECK_EXCEPTION(w.m.step(three, cache, std::span<const std::size_t>(too_many)), std::length_error,
+                        says({"appending 3 tokens to batch item 0 of length 6 exceeds the capacity 8"}));
+  BOOST_TEST(cache.length(0) == 6u);
+  BOOST_TEST(cache.length(1) == 6u);
+}

@@ -263,6 +263,28 @@ void mha_rope_case() {
     for (std::size_t i = 0; i < 3; ++i)
       for (std::size_t j = 0; j < Dm; ++j) BOOST_TEST(std::abs(out3(b, i, j) - y(b, 2 - b + i, j)) < 1e-12);
 
+  // rows per item in one call (continuous batching): item 0 in 1, 2, 3 rows, item 1 in 3, 0, 3 (idle in the
+  // middle call); the rows of both items one after another, each at its own positions
+  kv_cache<double, Hkv, d> cache3(B, L);
+  std::size_t pos[2] = {0, 0};
+  const std::size_t ragged[3][2] = {{1, 3}, {2, 0}, {3, 3}};
+  for (const auto& counts : ragged) {
+    tensor<double, dyn, Dm> rows(counts[0] + counts[1]);
+    std::size_t r = 0;
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < counts[b]; ++i, ++r)
+        for (std::size_t j = 0; j < Dm; ++j) rows(r, j) = x(b, pos[b] + i, j);
+    const tensor<double, dyn, Dm> out = mha.step(rows, cache3, std::span<const std::size_t>(counts));
+    r = 0;
+    for (std::size_t b = 0; b < B; ++b) {
+      for (std::size_t i = 0; i < counts[b]; ++i, ++r)
+        for (std::size_t j = 0; j < Dm; ++j) BOOST_TEST(std::abs(out(r, j) - y(b, pos[b] + i, j)) < 1e-12);
+      pos[b] += counts[b];
+    }
+  }
+  BOOST_TEST(cache3.length(0) == L);
+  BOOST_TEST(cache3.length(1) == L);
+
   // cross-attention does not rotate (two sequences' positions have no relative meaning): the plain module's output
   tensor<double, B, 4, Dm> memory;
   fill_from(memory, naive::random(B * 4 * Dm, 16));

@@ -434,6 +434,27 @@ class multi_head_attention {
     }
   }
 
+  // x (N, d_model): rows[b] new tokens of item b, the items' rows one after another (N their sum; an item may
+  // have none): items prefilling and items decoding in one call (continuous batching), one projection for all
+  // the rows, each item attending causally over its own cache. Returns (N, d_model). Nothing is appended when
+  // a rule fails.
+  template <expression X, class Cache>
+    requires is_kv_cache_v<Cache>
+  auto step(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx = current_context()) const {
+    using SX = shape_of_t<X>;
+    constexpr bool step_rank_ok = SX::rank == 2;
+    static_assert(step_rank_ok, "attnx: multi_head_attention::step: with rows per item, x must be (N, d_model)");
+    if constexpr (step_rank_ok) {
+      static_assert(cache_fits<Cache>, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
+      static_assert(!cache_fits<Cache> || features_ok<SX>,
+                    "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
+      if constexpr (cache_fits<Cache> && features_ok<SX> && well_formed) return ragged_run(x, cache, rows, ctx);
+      else return basic_tensor<T, output_placeholder<SX>>{};
+    } else {
+      return basic_tensor<T, output_placeholder<SX>>{};  // (a tensor, as step returns: no follow-on error)
+    }
+  }
+
   // ---- cross-attention over a memory projected once (a decoder reading an encoder's output) ------------
   // project_memory(memory, cache): memory (B, L_m, d_model), B = the cache's batch: projects the memory's keys
   // and values (W_K, W_V and their biases; never rotated) and appends them to the cache, once per memory rather
@@ -584,20 +605,61 @@ class multi_head_attention {
     return attend_over_cache<SX>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/true);
   }
 
+  // step with rows per item (x (N, d_model)).
+  template <class X, class Cache>
+  auto ragged_run(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx) const {
+    using SX = shape_of_t<X>;
+    check_features(x, "input", "input_features");
+    const std::size_t N = dims_of(x)[0];
+    if (rows.size() != cache.batch())
+      detail::throw_extent_error("multi_head_attention::step: one row count per batch item of the cache", "row_counts",
+                                 rows.size(), "cache_batch", cache.batch());
+    std::size_t total = 0;
+    for (const std::size_t r : rows) total += r;
+    if (total != N)
+      detail::throw_extent_error("multi_head_attention::step: x must hold the items' rows, one item after another",
+                                 "input_rows", N, "rows_per_item_sum", total);
+    for (std::size_t b = 0; b < rows.size(); ++b) cache.check_room(b, rows[b]);  // before anything is appended
+    const basic_tensor<T, SX> dense_x = x;
+    const rows_view xr(dense_x.data(), N);
+    tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);
+    tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
+    const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
+    tensor<T, dyn, heads * d_v> merged(N);
+    const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
+    std::size_t at = 0;
+    for (std::size_t b = 0; b < rows.size(); at += rows[b], ++b) {
+      const std::size_t n = rows[b];
+      if (n == 0) continue;
+      if constexpr (Opt.rope != rope_style::none) rotate_range(q, k, at, cache.length(b), n);
+      cache.append(b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, n);
+      const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
+      const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
+      detail::attend_cache<T>(cache, b, 1, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true);
+    }
+    basic_tensor<T, output_placeholder<SX>> out(dims_of(x), uninitialized);
+    assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o), ctx);
+    return out;
+  }
+
   // RoPE in step: item b's new rows are at positions length(b), ..., length(b) + n - 1 (before they are appended).
   template <class Q, class K, class Cache>
   static void rotate_rows(Q& q, K& k, const Cache& cache, std::size_t b0, std::size_t nb, std::size_t n) {
+    for (std::size_t b = 0; b < nb; ++b) rotate_range(q, k, b * n, cache.length(b0 + b), n);
+  }
+  // Rows [row0, row0 + n) of q and k at positions pos0, pos0 + 1, ...
+  template <class Q, class K>
+  static void rotate_range(Q& q, K& k, std::size_t row0, std::size_t pos0, std::size_t n) {
     std::array<double, d_k / 2> w{};
     detail::position_frequencies(d_k, static_cast<double>(Opt.rope_base), w.data());
     std::array<T, d_k / 2> c{}, s{};
-    for (std::size_t b = 0; b < nb; ++b)
-      for (std::size_t t = 0; t < n; ++t) {
-        detail::rope_angles(cache.length(b0 + b) + t, d_k / 2, w.data(), c.data(), s.data());
-        T* qr = q.data() + (b * n + t) * heads * d_k;
-        T* kr = k.data() + (b * n + t) * kv_heads * d_k;
-        for (std::size_t h = 0; h < heads; ++h) detail::rope_rotate(qr + h * d_k, d_k, c.data(), s.data(), Opt.rope);
-        for (std::size_t h = 0; h < kv_heads; ++h) detail::rope_rotate(kr + h * d_k, d_k, c.data(), s.data(), Opt.rope);
-      }
+    for (std::size_t t = 0; t < n; ++t) {
+      detail::rope_angles(pos0 + t, d_k / 2, w.data(), c.data(), s.data());
+      T* qr = q.data() + (row0 + t) * heads * d_k;
+      T* kr = k.data() + (row0 + t) * kv_heads * d_k;
+      for (std::size_t h = 0; h < heads; ++h) detail::rope_rotate(qr + h * d_k, d_k, c.data(), s.data(), Opt.rope);
+      for (std::size_t h = 0; h < kv_heads; ++h) detail::rope_rotate(kr + h * d_k, d_k, c.data(), s.data(), Opt.rope);
+    }
   }
 
   // ---- compile-time rules on the inputs ----------------------------------------------------------
