@@ -308,11 +308,19 @@ BOOST_AUTO_TEST_CASE(cache_moves_and_checked_accessors) {
   BOOST_CHECK_EXCEPTION((void)a.length(0), std::out_of_range, says({"batch item 0 of a cache of 0"}));
   BOOST_CHECK_EXCEPTION(a.append(0, k.data(), v.data(), 1), std::out_of_range, says({"batch item 0 of a cache of 0"}));
   BOOST_TEST(c.length(1) == 1u);
-  // move assignment swaps the two caches, each with its own batch, capacity, lengths and rows
+  // move assignment: the target takes the source's batch, capacity, lengths and rows; the source is empty
+  attnx::kv_cache<float, 2, 4> keep = c;  // (a copy: its own rows)
   c = std::move(b);
   BOOST_TEST(c.batch() == 1u);
   BOOST_TEST(c.capacity() == 5u);
   BOOST_TEST(c.length(0) == 0u);
+  BOOST_TEST(b.batch() == 0u);
+  BOOST_TEST(b.capacity() == 0u);
+  BOOST_TEST(b.lengths().size() == 0u);
+  // copy assignment (and self-assignment) keep each cache's own rows
+  b = keep;
+  b = *&b;
+  keep.reset();
   BOOST_TEST(b.batch() == 2u);
   BOOST_TEST(b.capacity() == 3u);
   BOOST_TEST(b.length(1) == 1u);
@@ -329,6 +337,10 @@ BOOST_AUTO_TEST_CASE(cache_moves_and_checked_accessors) {
   b.truncate(0, 1);
   BOOST_CHECK_EXCEPTION((void)b.key(0, 0, 1, 0), std::out_of_range, says({"token 1 of batch item 0, which holds 1"}));
   BOOST_TEST(b.key(0, 1, 0, 3) == 1.0f);
+  // sizes past std::size_t: std::length_error, the cache unchanged
+  BOOST_CHECK_EXCEPTION(b.reserve(std::size_t(1) << 62), std::length_error, says({"kv_cache: 2 items of", "tokens do not fit in memory"}));
+  BOOST_TEST(b.capacity() == 3u);
+  BOOST_CHECK_THROW((attnx::kv_cache<float, 2, 64>(std::size_t(1) << 40, std::size_t(1) << 40)), std::length_error);
 }
 
 namespace {
@@ -415,6 +427,17 @@ BOOST_AUTO_TEST_CASE(states_over_caches) {
       }
   BOOST_TEST(err <= 1e-13);
   BOOST_TEST(lerr <= 1e-13);
+  // a float cache takes a scale of any arithmetic type (converted to float), with or without cache_keys
+  attnx::kv_cache<float, G, d> fc(B, 16);
+  const std::vector<float> fk(as<float>(sk[1])), fv(as<float>(sv[1]));
+  for (std::size_t b = 0; b < B; ++b) fc.append(b, fk.data(), fv.data(), ls[1]);
+  const auto qf = naive::make<attnx::tensor<float, B, H, n, d>>(q);
+  const auto f1 = attnx::attend(qf, fc, 0.3), f2 = attnx::attend(qf, fc, 0.3f);
+  const auto f3 = attnx::partial_attention(qf, fc, 0.3), f4 = attnx::partial_attention(qf, fc, attnx::cache_keys::causal_rows, 0.3);
+  BOOST_TEST(std::memcmp(f1.data(), f2.data(), sizeof(float) * f1.numel()) == 0);
+  BOOST_TEST(std::memcmp(f3.out.data(), f2.data(), sizeof(float) * f2.numel()) == 0);
+  BOOST_TEST(std::memcmp(f4.lse.data(), f3.lse.data(), sizeof(float) * f3.lse.numel()) == 0);
+  BOOST_TEST(std::abs(f1(1, 2, 1, 3) - plain(1, 2, 1, 3)) <= 1e-5);  // (the same keys as the suffix's item 1)
   // causal rows must be among the item's tokens: the error names the item
   attnx::kv_cache<double, G, d> short_item(B, 4);
   short_item.append(0, sk[0].data(), sv[0].data(), 3);
@@ -505,10 +528,11 @@ BOOST_AUTO_TEST_CASE(merge_shapes_ranges_and_special_values) {
 }
 
 BOOST_AUTO_TEST_CASE(grow_fork_reorder_and_raw_rows) {
-  // Token t of item b, KV head g, element e: key b * 16 + t * 4 + g * 2 + e % 2 (exact in bf16), value its negative.
+  // Token t of item b, KV head g, element e: key b * 64 + t * 16 + g * 4 + e (below 256: exact in bf16), value
+  // its negative.
   constexpr std::size_t G = 2, d = 4;
   using cache_t = attnx::kv_cache<float, G, d, d, attnx::bf16>;
-  const auto key_of = [](std::size_t b, std::size_t t, std::size_t g, std::size_t e) { return float(b * 16 + t * 4 + g * 2 + e % 2); };
+  const auto key_of = [](std::size_t b, std::size_t t, std::size_t g, std::size_t e) { return float(b * 64 + t * 16 + g * 4 + e); };
   const auto fill = [&](cache_t& c, std::size_t b, std::size_t t0, std::size_t n) {
     std::vector<float> k(n * G * d), v(n * G * d);
     for (std::size_t t = 0; t < n; ++t)
@@ -617,6 +641,10 @@ BOOST_AUTO_TEST_CASE(rows_per_item_step) {
                         says({"x must hold the items' rows, one item after another: input_rows 3, rows_per_item_sum 2"}));
   BOOST_CHECK_EXCEPTION(w.m.step(three, cache, std::span<const std::size_t>(too_many)), std::length_error,
                         says({"appending 3 tokens to batch item 0 of length 6 exceeds the capacity 8"}));
+  attnx::tensor<double, dyn, 32> four(4);
+  const std::size_t second_full[2] = {1, 3};  // item 0 would fit, item 1 does not: neither is appended
+  BOOST_CHECK_EXCEPTION(w.m.step(four, cache, std::span<const std::size_t>(second_full)), std::length_error,
+                        says({"appending 3 tokens to batch item 1 of length 6 exceeds the capacity 8"}));
   BOOST_TEST(cache.length(0) == 6u);
   BOOST_TEST(cache.length(1) == 6u);
 }

@@ -10,6 +10,7 @@
 //   cache.append(k, v);                   // k (B, n, kv_heads * d_k), v (B, n, kv_heads * d_v): by hand
 //   attnx::attend(q, cache[, scale][, ctx])  // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
 //   attnx::partial_attention(q, cache[, attnx::cache_keys::all][, scale])  // the same as a state (state.hpp)
+//   auto yr = mha.step(rows, cache, counts);   // rows (N, d_model): counts[b] new rows of item b in turn
 //
 // Layout: (batch, kv_heads, capacity, d) for K and for V, so that the keys of one (item, KV head) are
 // contiguous rows, as the kernels read them. Each batch item has its own length (<= capacity). The
@@ -53,22 +54,31 @@ class kv_cache {
   using storage_type = Store;
   static constexpr std::size_t kv_heads = KvHeads, d_k = Dk, d_v = Dv;
 
+  // Every item empty; std::length_error when batch x kv_heads x capacity x d elements overflow std::size_t.
   kv_cache(std::size_t batch, std::size_t capacity)
-      : batch_(batch), cap_(capacity), len_(batch), k_(batch * KvHeads * capacity * Dk), v_(batch * KvHeads * capacity * Dv) {}  // all zero
+      : batch_(batch), cap_(fits(batch, capacity)), len_(batch), k_(elements(batch, capacity, Dk)), v_(elements(batch, capacity, Dv)) {}  // all zero
   kv_cache() noexcept : batch_(0), cap_(0) {}  // no item (batch 0, capacity 0)
   kv_cache(const kv_cache&) = default;
-  kv_cache& operator=(const kv_cache&) = default;
-  // A cache moved from is empty (batch 0, capacity 0); move assignment swaps the two caches.
+  // Copy and swap: a copy that fails to allocate leaves this cache as it was.
+  kv_cache& operator=(const kv_cache& o) {
+    if (this != &o) *this = kv_cache(o);
+    return *this;
+  }
+  // A cache moved from is empty (batch 0, capacity 0); the target's former rows are freed.
   kv_cache(kv_cache&& o) noexcept
       : batch_(std::exchange(o.batch_, 0)), cap_(std::exchange(o.cap_, 0)), len_(std::move(o.len_)), k_(std::move(o.k_)),
         v_(std::move(o.v_)) {}
   kv_cache& operator=(kv_cache&& o) noexcept {
+    kv_cache old(std::move(o));  // o empty
+    swap(old);                   // this cache's former rows leave with old
+    return *this;
+  }
+  void swap(kv_cache& o) noexcept {
     std::swap(batch_, o.batch_);
     std::swap(cap_, o.cap_);
-    len_ = std::move(o.len_);  // (storage's move assignment swaps)
-    k_ = std::move(o.k_);
-    v_ = std::move(o.v_);
-    return *this;
+    std::swap(len_, o.len_);
+    std::swap(k_, o.k_);
+    std::swap(v_, o.v_);
   }
 
   std::size_t batch() const noexcept { return batch_; }
@@ -90,7 +100,7 @@ class kv_cache {
   // a new buffer and one copy of each item's rows.
   void reserve(std::size_t capacity) {
     if (capacity <= cap_) return;
-    kv_cache grown(batch_, capacity);
+    kv_cache grown(batch_, capacity, uninitialized);
     for (std::size_t b = 0; b < batch_; ++b) grown.copy_rows(*this, b, b);
     *this = std::move(grown);
   }
@@ -107,7 +117,7 @@ class kv_cache {
     if (from.size() != batch_)
       detail::throw_extent_error("kv_cache: reorder: one source item per batch item", "sources", from.size(), "batch", batch_);
     for (const std::size_t b : from) item(b);
-    kv_cache out(batch_, cap_);
+    kv_cache out(batch_, cap_, uninitialized);
     for (std::size_t b = 0; b < batch_; ++b) out.copy_rows(*this, from[b], b);
     *this = std::move(out);
   }
@@ -167,7 +177,8 @@ class kv_cache {
   }
 
   // The stored keys (values) of item b, KV head g, as they are stored (T, bf16 or f16): length(b) * d_k
-  // elements, row by row. With append they save and restore a cache exactly (bf16 / f16 -> T -> the same bits).
+  // elements, row by row. With append they save and restore a cache exactly (bf16 / f16 -> T -> the same bits;
+  // NaN payloads aside: a NaN is stored as a quiet NaN).
   std::span<const Store> key_rows(std::size_t b, std::size_t g) const {
     const std::size_t n = length(b);
     return {k_.data() + index<Dk>(b, head(g), 0), n * Dk};
@@ -199,6 +210,25 @@ class kv_cache {
   kernels::strided<const Store> stack(const Store* base, std::size_t b0) const {
     const auto d = static_cast<std::ptrdiff_t>(D), cap = static_cast<std::ptrdiff_t>(cap_);
     return {base + index<D>(b0, 0, 0), static_cast<std::ptrdiff_t>(KvHeads) * cap * d, cap * d, d};
+  }
+  // Rows past each item's length uninitialised (reserve, reorder: every item's rows are copied in).
+  kv_cache(std::size_t batch, std::size_t capacity, uninitialized_t)
+      : batch_(batch), cap_(fits(batch, capacity)), len_(batch), k_(uninitialized, elements(batch, capacity, Dk)),
+        v_(uninitialized, elements(batch, capacity, Dv)) {}
+  // batch x kv_heads x capacity x d, or std::length_error when it overflows std::size_t.
+  static std::size_t elements(std::size_t batch, std::size_t capacity, std::size_t d) {
+    constexpr std::size_t top = std::numeric_limits<std::size_t>::max() / sizeof(Store);
+    const std::size_t per_token = KvHeads * d;  // (compile-time factors: no overflow)
+    if (batch != 0 && capacity > top / per_token / batch)
+      throw std::length_error("attnx: kv_cache: " + std::to_string(batch) + " items of " + std::to_string(capacity) +
+                              " tokens do not fit in memory");
+    return batch * capacity * per_token;
+  }
+  // capacity, once both K's and V's element counts are known to fit (before anything is allocated).
+  static std::size_t fits(std::size_t batch, std::size_t capacity) {
+    (void)elements(batch, capacity, Dk);
+    (void)elements(batch, capacity, Dv);
+    return capacity;
   }
   // Item src of c (this cache or another of the same capacity or less) into item dst: its rows and length.
   void copy_rows(const kv_cache& c, std::size_t src, std::size_t dst) {
@@ -354,7 +384,7 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
                                  static_cast<std::ptrdiff_t>(Dv)};
     const kernels::strided<T> ls = with_lse ? kernels::strided<T>{s.lse.data(), H * N, N, 1} : kernels::strided<T>{};
     detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls);
-    if (with_lse && d[2] > 0 && d[1] > 0)  // an empty item: no key for its rows (none at all: the kernel did not run)
+    if (with_lse && d[2] > 0 && d[1] > 0)  // an empty item: no key for its rows (what the kernel writes too, stated here)
       for (std::size_t b = 0; b < d[0]; ++b)
         if (cache.length(b) == 0) {
           alg::fill_n(s.out.data() + b * d[1] * d[2] * Dv, d[1] * d[2] * Dv, T(0));
@@ -371,7 +401,8 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
 // are each item's last n tokens (append their keys and values first), causal within each item's length.
 // Scale 1/sqrt(d_k), or the one given. Returns (B, heads, n, d_v).
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
-auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale, const context& ctx = current_context()) {
+auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, std::type_identity_t<T> scale,
+            const context& ctx = current_context()) {
   return detail::attend_checked(q, cache, scale, ctx, false).out;
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
@@ -383,9 +414,14 @@ auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& c
 // another (cache_keys::causal_rows), say. With cache_keys::all an item with no token gives out 0 and lse -inf for its
 // rows (it adds nothing to a merge); with causal, as attend, its rows must be among its tokens.
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
-auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, T scale,
+auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, std::type_identity_t<T> scale,
                        const context& ctx = current_context()) {
   return detail::attend_checked(q, cache, scale, ctx, true, keys);
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, std::type_identity_t<T> scale,
+                       const context& ctx = current_context()) {
+  return detail::attend_checked(q, cache, scale, ctx, true);
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys,

@@ -626,18 +626,25 @@ class multi_head_attention {
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
     const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
     tensor<T, dyn, heads * d_v> merged(N);
+    basic_tensor<T, output_placeholder<SX>> out(dims_of(x), uninitialized);  // (every allocation before the appends)
+    if constexpr (Opt.rope != rope_style::none)
+      for (std::size_t b = 0, at = 0; b < rows.size(); at += rows[b], ++b) rotate_range(q, k, at, cache.length(b), rows[b]);
+    for (std::size_t b = 0, at = 0; b < rows.size(); at += rows[b], ++b)
+      cache.append(b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, rows[b]);
+    // Each run of consecutive items with the same count attends in one kernel call (their rows are contiguous).
     const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
-    std::size_t at = 0;
-    for (std::size_t b = 0; b < rows.size(); at += rows[b], ++b) {
+    for (std::size_t b = 0, at = 0; b < rows.size();) {
       const std::size_t n = rows[b];
-      if (n == 0) continue;
-      if constexpr (Opt.rope != rope_style::none) rotate_range(q, k, at, cache.length(b), n);
-      cache.append(b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, n);
-      const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
-      const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-      detail::attend_cache<T>(cache, b, 1, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true);
+      std::size_t e = b + 1;
+      while (e < rows.size() && rows[e] == n) ++e;
+      if (n > 0) {
+        const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
+        const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
+        detail::attend_cache<T>(cache, b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true);
+      }
+      at += (e - b) * n;
+      b = e;
     }
-    basic_tensor<T, output_placeholder<SX>> out(dims_of(x), uninitialized);
     assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o), ctx);
     return out;
   }
