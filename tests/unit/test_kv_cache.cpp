@@ -603,7 +603,7 @@ BOOST_AUTO_TEST_CASE(grow_fork_reorder_and_raw_rows) {
 }
 
 BOOST_AUTO_TEST_CASE(rows_per_item_step) {
-  // One call with rows per item (item 0 prefills 5 tokens while item 1 prefills 3), then 1 and 2, then 0 and 1:
+  // One call with rows per item (item 0 prefills 4 tokens while item 1 prefills 3), then 1 and 1 twice, then 0 and 1:
   // each item's rows equal the causal forward pass of its own sequence (GQA, float storage); the rules.
   using M = attnx::multi_head_attention<double, 32, 4, attnx::mha_options{.kv_heads = 2, .bias = false}>;
   const model<M> w;
@@ -613,7 +613,7 @@ BOOST_AUTO_TEST_CASE(rows_per_item_step) {
   attnx::kv_cache<double, 2, 8> cache(2, 8);
   mat got[2] = {mat(total[0] * 32), mat(total[1] * 32)};
   std::size_t at[2] = {0, 0};
-  const std::size_t calls[3][2] = {{5, 3}, {1, 2}, {0, 1}};
+  const std::size_t calls[4][2] = {{4, 3}, {1, 1}, {1, 1}, {0, 1}};  // (equal counts: one kernel call for both)
   for (const auto& counts : calls) {
     attnx::tensor<double, dyn, 32> rows(counts[0] + counts[1]);
     for (std::size_t b = 0, r = 0; b < 2; r += counts[b], ++b) std::copy_n(xs[b]->data() + at[b] * 32, counts[b] * 32, rows.data() + r * 32);
