@@ -103,8 +103,6 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
   if (n == 0) throw std::invalid_argument("attnx: merge: no attention state to merge");
   const auto d = states[0]->out.dims();
   const auto ld = drop_last_dim(d);
-  std::size_t rows = 1;
-  for (std::size_t i = 0; i + 1 < S::rank; ++i) rows *= d[i];
   const std::size_t dv = d[S::rank - 1];
   for (std::size_t c = 0; c < n; ++c) {
     const auto dc = states[c]->out.dims();
@@ -122,6 +120,7 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
   }
   attention_state<T, S> m{basic_tensor<T, S>(d, uninitialized),
                           basic_tensor<T, typename attention_state<T, S>::lse_shape>(ld, uninitialized)};
+  const std::size_t rows = m.lse.numel();
   storage<T, dyn> parts(uninitialized, n * (dv + 2));  // each state's row as a partial state: m = lse, l = 1, o = out
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < n; ++c) {
@@ -146,11 +145,7 @@ attention_state<T, S> merge(std::span<const attention_state<T, S>> states) {
   for (std::size_t i = 0; i < states.size(); ++i) ptrs[i] = &states[i];
   return detail::merge_states(ptrs.data(), states.size());
 }
-template <class T, class S>
-attention_state<T, S> merge(std::span<attention_state<T, S>> states) {
-  return merge(std::span<const attention_state<T, S>>(states));
-}
-// A contiguous range of states (std::vector, std::array, ...).
+// A contiguous range of states (std::vector, std::array, a std::span of non-const states, ...).
 template <class R>
   requires std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
            detail::is_attention_state_v<std::remove_cv_t<std::ranges::range_value_t<R>>>

@@ -445,7 +445,7 @@ BOOST_AUTO_TEST_CASE(states_over_caches) {
   BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, short_item), attnx::extent_error,
                         says({"every query row must be one of the cache's tokens (append first; batch item 1): cache_length 1, query_rows 2"}));
   BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, short_item), attnx::extent_error, says({"batch item 1"}));
-  // every item empty, all keys: no key anywhere (the kernel does not run), out 0 and lse -inf
+  // every item empty, all keys: no key anywhere (L_k 0 for the kernel), out 0 and lse -inf from the kernel
   attnx::kv_cache<double, G, d> empty(B, 4);
   const auto se = attnx::partial_attention(qt, empty, attnx::cache_keys::all);
   BOOST_TEST(se.lse(1, 3, 1) == -std::numeric_limits<double>::infinity());

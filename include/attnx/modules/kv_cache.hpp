@@ -56,7 +56,7 @@ class kv_cache {
 
   // Every item empty; std::length_error when batch x kv_heads x capacity x d elements overflow std::size_t.
   kv_cache(std::size_t batch, std::size_t capacity)
-      : batch_(batch), cap_(fits(batch, capacity)), len_(batch), k_(elements(batch, capacity, Dk)), v_(elements(batch, capacity, Dv)) {}  // all zero
+      : batch_(batch), cap_(fitting(batch, capacity)), len_(batch), k_(batch * cap_ * KvHeads * Dk), v_(batch * cap_ * KvHeads * Dv) {}  // all zero
   kv_cache() noexcept : batch_(0), cap_(0) {}  // no item (batch 0, capacity 0)
   kv_cache(const kv_cache&) = default;
   // Copy and swap: a copy that fails to allocate leaves this cache as it was.
@@ -213,21 +213,15 @@ class kv_cache {
   }
   // Rows past each item's length uninitialised (reserve, reorder: every item's rows are copied in).
   kv_cache(std::size_t batch, std::size_t capacity, uninitialized_t)
-      : batch_(batch), cap_(fits(batch, capacity)), len_(batch), k_(uninitialized, elements(batch, capacity, Dk)),
-        v_(uninitialized, elements(batch, capacity, Dv)) {}
-  // batch x kv_heads x capacity x d, or std::length_error when it overflows std::size_t.
-  static std::size_t elements(std::size_t batch, std::size_t capacity, std::size_t d) {
-    constexpr std::size_t top = std::numeric_limits<std::size_t>::max() / sizeof(Store);
-    const std::size_t per_token = KvHeads * d;  // (compile-time factors: no overflow)
-    if (batch != 0 && capacity > top / per_token / batch)
+      : batch_(batch), cap_(fitting(batch, capacity)), len_(batch), k_(uninitialized, batch * cap_ * KvHeads * Dk),
+        v_(uninitialized, batch * cap_ * KvHeads * Dv) {}
+  // capacity, or std::length_error when batch x capacity x kv_heads x max(d_k, d_v) elements overflow std::size_t
+  // (checked before cap_'s members allocate anything).
+  static std::size_t fitting(std::size_t batch, std::size_t capacity) {
+    constexpr std::size_t per_token = KvHeads * (Dk > Dv ? Dk : Dv);
+    if (batch != 0 && capacity > std::numeric_limits<std::size_t>::max() / sizeof(Store) / per_token / batch)
       throw std::length_error("attnx: kv_cache: " + std::to_string(batch) + " items of " + std::to_string(capacity) +
                               " tokens do not fit in memory");
-    return batch * capacity * per_token;
-  }
-  // capacity, once both K's and V's element counts are known to fit (before anything is allocated).
-  static std::size_t fits(std::size_t batch, std::size_t capacity) {
-    (void)elements(batch, capacity, Dk);
-    (void)elements(batch, capacity, Dv);
     return capacity;
   }
   // Item src of c (this cache or another of the same capacity or less) into item dst: its rows and length.
@@ -384,12 +378,6 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
                                  static_cast<std::ptrdiff_t>(Dv)};
     const kernels::strided<T> ls = with_lse ? kernels::strided<T>{s.lse.data(), H * N, N, 1} : kernels::strided<T>{};
     detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls);
-    if (with_lse && d[2] > 0 && d[1] > 0)  // an empty item: no key for its rows (what the kernel writes too, stated here)
-      for (std::size_t b = 0; b < d[0]; ++b)
-        if (cache.length(b) == 0) {
-          alg::fill_n(s.out.data() + b * d[1] * d[2] * Dv, d[1] * d[2] * Dv, T(0));
-          alg::fill_n(s.lse.data() + b * d[1] * d[2], d[1] * d[2], -std::numeric_limits<T>::infinity());
-        }
     return s;
   } else {
     return state{};
