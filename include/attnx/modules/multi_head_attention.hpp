@@ -445,11 +445,7 @@ class multi_head_attention {
     constexpr bool step_rank_ok = SX::rank == 2;
     static_assert(step_rank_ok, "attnx: multi_head_attention::step: with rows per item, x must be (N, d_model)");
     if constexpr (step_rank_ok) {
-      static_assert(cache_fits<Cache>, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
-      static_assert(!cache_fits<Cache> || features_ok<SX>,
-                    "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
-      if constexpr (cache_fits<Cache> && features_ok<SX> && well_formed) return ragged_run(x, cache, rows, ctx);
-      else return basic_tensor<T, output_placeholder<SX>>{};
+      return step_impl(x, cache, rows, ctx);
     } else {
       return basic_tensor<T, output_placeholder<SX>>{};  // (a tensor, as step returns: no follow-on error)
     }
@@ -577,8 +573,9 @@ class multi_head_attention {
            ctx);
     return out;
   }
-  template <class X, class Cache>
-  auto step_impl(const X& x, Cache& cache, std::size_t b0, const context& ctx) const {
+  // Where is item b0 (x (B, n, d_model) from b0 = 0, or (n, d_model) for item b0) or the rows per item.
+  template <class X, class Cache, class Where>
+  auto step_impl(const X& x, Cache& cache, Where where, const context& ctx) const {
     using SX = shape_of_t<X>;
     static_assert(cache_fits<Cache>, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
     static_assert(!cache_fits<Cache> || features_ok<SX>,
@@ -586,29 +583,21 @@ class multi_head_attention {
     if constexpr (!cache_fits<Cache> || !features_ok<SX> || !well_formed) {
       return basic_tensor<T, output_placeholder<SX>>{};
     } else {
-      return step_run(x, cache, b0, ctx);
+      return step_run(x, cache, where, ctx);
     }
   }
+  // x (B, n, d_model) from item 0, or (n, d_model) for item b0: n rows per item.
   template <class X, class Cache>
   auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx) const {
-    using SX = shape_of_t<X>;
     const auto [nb, n] = check_cache_input(x, cache, b0, "multi_head_attention::step: x's batch extent must be the cache's");
-    for (std::size_t b = 0; b < nb; ++b) cache.check_room(b0 + b, n);  // before anything is appended
-    // x's rows as (B n, d_model), in place when x is a tensor or view, else evaluated once.
-    const basic_tensor<T, SX> dense_x = x;
-    const rows_view xr(dense_x.data(), nb * n);
-    tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
-    tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
-    const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
-    if constexpr (Opt.rope != rope_style::none) rotate_rows(q, k, cache, b0, nb, n);
-    append_kv(cache, b0, nb, n, k, v);
-    return attend_over_cache<SX>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/true);
+    attnx::storage<std::size_t, dyn> counts(nb);
+    alg::fill_n(counts.data(), nb, n);
+    const basic_tensor<T, shape_of_t<X>> dense_x = x;  // (in place when x is a tensor or view, else evaluated once)
+    return step_rows<shape_of_t<X>>(dense_x.data(), dims_of(x), cache, b0, {counts.data(), nb}, ctx);
   }
-
-  // step with rows per item (x (N, d_model)).
+  // x (N, d_model): rows[b] rows of item b.
   template <class X, class Cache>
-  auto ragged_run(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx) const {
-    using SX = shape_of_t<X>;
+  auto step_run(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx) const {
     check_features(x, "input", "input_features");
     const std::size_t N = dims_of(x)[0];
     if (rows.size() != cache.batch())
@@ -619,28 +608,40 @@ class multi_head_attention {
     if (total != N)
       detail::throw_extent_error("multi_head_attention::step: x must hold the items' rows, one item after another",
                                  "input_rows", N, "rows_per_item_sum", total);
-    for (std::size_t b = 0; b < rows.size(); ++b) cache.check_room(b, rows[b]);  // before anything is appended
-    const basic_tensor<T, SX> dense_x = x;
-    const rows_view xr(dense_x.data(), N);
-    tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);
+    const basic_tensor<T, shape_of_t<X>> dense_x = x;
+    return step_rows<shape_of_t<X>>(dense_x.data(), dims_of(x), cache, 0, rows, ctx);
+  }
+  // The new rows of items b0, b0 + 1, ...: counts[b] rows of item b0 + b, one item after another at x (d_model
+  // features each; dims: the result's, x's). Projects them (one GEMM per weight for all the rows), rotates them
+  // (RoPE, at each item's own positions), appends K and V, attends causally over each item's cache (a run of items
+  // with one count in one kernel call) and applies W_O. Every rule and allocation before the first append.
+  template <class SX, class Cache>
+  auto step_rows(const T* x, const dims_t<SX::rank>& dims, Cache& cache, std::size_t b0, std::span<const std::size_t> counts,
+                 const context& ctx) const {
+    std::size_t N = 0;
+    for (std::size_t b = 0; b < counts.size(); ++b) {
+      cache.check_room(b0 + b, counts[b]);
+      N += counts[b];
+    }
+    const rows_view xr(x, N);
+    tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
     const tensor<T, dyn, kv_heads * d_v> v = evaluate(project(xr, w_v, b_v), ctx);
     tensor<T, dyn, heads * d_v> merged(N);
-    basic_tensor<T, output_placeholder<SX>> out(dims_of(x), uninitialized);  // (every allocation before the appends)
+    basic_tensor<T, output_placeholder<SX>> out(dims, uninitialized);
     if constexpr (Opt.rope != rope_style::none)
-      for (std::size_t b = 0, at = 0; b < rows.size(); at += rows[b], ++b) rotate_range(q, k, at, cache.length(b), rows[b]);
-    for (std::size_t b = 0, at = 0; b < rows.size(); at += rows[b], ++b)
-      cache.append(b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, rows[b]);
-    // Each run of consecutive items with the same count attends in one kernel call (their rows are contiguous).
+      for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b) rotate_rows(q, k, at, cache.length(b0 + b), counts[b]);
+    for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
+      cache.append(b0 + b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, counts[b]);
     const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
-    for (std::size_t b = 0, at = 0; b < rows.size();) {
-      const std::size_t n = rows[b];
+    for (std::size_t b = 0, at = 0; b < counts.size();) {
+      const std::size_t n = counts[b];
       std::size_t e = b + 1;
-      while (e < rows.size() && rows[e] == n) ++e;
-      if (n > 0) {
+      while (e < counts.size() && counts[e] == n) ++e;
+      if (n > 0) {  // items b .. e - 1: contiguous rows
         const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
         const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-        detail::attend_cache<T>(cache, b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true);
+        detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true);
       }
       at += (e - b) * n;
       b = e;
@@ -649,14 +650,10 @@ class multi_head_attention {
     return out;
   }
 
-  // RoPE in step: item b's new rows are at positions length(b), ..., length(b) + n - 1 (before they are appended).
-  template <class Q, class K, class Cache>
-  static void rotate_rows(Q& q, K& k, const Cache& cache, std::size_t b0, std::size_t nb, std::size_t n) {
-    for (std::size_t b = 0; b < nb; ++b) rotate_range(q, k, b * n, cache.length(b0 + b), n);
-  }
-  // Rows [row0, row0 + n) of q and k at positions pos0, pos0 + 1, ...
+  // RoPE in step: rows [row0, row0 + n) of q and k, an item's new rows, at positions pos0, pos0 + 1, ... (pos0 the
+  // item's length before they are appended).
   template <class Q, class K>
-  static void rotate_range(Q& q, K& k, std::size_t row0, std::size_t pos0, std::size_t n) {
+  static void rotate_rows(Q& q, K& k, std::size_t row0, std::size_t pos0, std::size_t n) {
     std::array<double, d_k / 2> w{};
     detail::position_frequencies(d_k, static_cast<double>(Opt.rope_base), w.data());
     std::array<T, d_k / 2> c{}, s{};
