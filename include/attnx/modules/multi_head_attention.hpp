@@ -416,7 +416,7 @@ class multi_head_attention {
     constexpr bool step_rank_ok = shape_of_t<X>::rank == 3;
     static_assert(step_rank_ok, "attnx: multi_head_attention::step: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
     if constexpr (step_rank_ok) {
-      return step_impl(x, cache, 0, ctx);
+      return step_impl(x, cache, std::size_t{0}, ctx);
     } else {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};  // (a tensor, as step returns: no follow-on error)
     }
