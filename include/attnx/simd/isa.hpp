@@ -82,6 +82,25 @@ inline bool cpu_supports(isa i) noexcept {
   return false;
 }
 
+// The CPU family of an AMD processor (cpuid leaf 1: base family plus extended family; 0x19 Zen 3 and Zen 4,
+// 0x1a Zen 5), 0 for any other vendor or where cpuid is unavailable. Read once per process. The kernels read it
+// only to choose between measured tunings that leave the results unchanged (the decode kernel's prefetches).
+inline unsigned amd_family() noexcept {
+  static const unsigned f = [] {
+#if ATTNX_SIMD_X86
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0u;
+    if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return 0u;  // "AuthenticAMD"
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0u;
+    const unsigned base = (a >> 8) & 0xfu;
+    return base == 0xfu ? base + ((a >> 20) & 0xffu) : base;
+#else
+    return 0u;
+#endif
+  }();
+  return f;
+}
+
 // The most capable path this CPU can run.
 inline isa best_supported() noexcept {
   return cpu_supports(isa::avx512) ? isa::avx512 : cpu_supports(isa::avx2) ? isa::avx2 : isa::scalar;
