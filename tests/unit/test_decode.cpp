@@ -555,6 +555,8 @@ BOOST_AUTO_TEST_CASE(few_rows_per_kv_head) {
   BOOST_TEST_CONTEXT("GQA 2 x Lq 2, d 128") { few_rows_values<float>(4, 2, 128, 128); }
   BOOST_TEST_CONTEXT("GQA 4 x Lq 1, d 128 / 64") { few_rows_values<float>(2, 1, 128, 64); }
   BOOST_TEST_CONTEXT("double, Lq 4") { few_rows_values<double>(8, 4, 64, 64); }
+}
+BOOST_AUTO_TEST_CASE(few_rows_special_values) {
   special_values_one_row<float>(128, 128, 4);
   special_values_one_row<float>(128, 128, 3);
   special_values_one_row<float>(64, 128, 4);
