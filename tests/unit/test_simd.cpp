@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -66,3 +67,25 @@ BOOST_AUTO_TEST_CASE(scalar_lanes) { run<scalar_checks::checks, sd::scalar_t>("s
 BOOST_AUTO_TEST_CASE(avx2_lanes) { run<avx2_checks::checks, sd::avx2_t>("avx2"); }
 BOOST_AUTO_TEST_CASE(avx512_lanes) { run<avx512_checks::checks, sd::avx512_t>("avx512"); }
 #endif
+
+// simd::amd_family (the decode kernel picks its prefetches by it) against the kernel's own report in
+// /proc/cpuinfo: the family number for an AMD CPU ("AuthenticAMD"), 0 for any other vendor.
+BOOST_AUTO_TEST_CASE(amd_family_matches_proc_cpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor;
+  long family = -1;
+  while (std::getline(in, line) && (vendor.empty() || family < 0)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_first_of(" \t"));
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string{};
+    if (key == "vendor_id" && vendor.empty()) vendor = value;
+    if (line.rfind("cpu family", 0) == 0 && family < 0) family = std::stol(value);
+  }
+  if (vendor.empty() || family < 0) {
+    BOOST_TEST_MESSAGE("no vendor_id / cpu family in /proc/cpuinfo: nothing to compare");
+    return;
+  }
+  BOOST_TEST_MESSAGE("vendor " << vendor << ", family " << family << ", amd_family " << sd::amd_family());
+  BOOST_TEST(sd::amd_family() == (vendor == "AuthenticAMD" ? static_cast<unsigned>(family) : 0u));
+}
