@@ -540,6 +540,23 @@ void few_rows_values(std::size_t kv_heads, std::size_t lq, std::size_t dk, std::
     in.lengths = {1100, 700};
     p.multiply(T(0.5)).causal(causal_kind::bottom_right).key_lengths(in.lengths.data());
   });
+  // few_rows keeps a row's reference maximum until a score exceeds it by more than 8 / log2(e) (weights up to 2^8,
+  // then a rescale): at 0.05 per key (above) the scores pass it every 7 groups; at 0.01 per key (x 0.2) every
+  // 35 groups, so that the reference lags through whole chunks of 512 keys; at 0.5 per key (x 10) every group
+  // (over the first 120 and 90 keys: scores up to 60, where float's rounding of s - m stays inside tol).
+  run_program<T>(s, 327, [&](I& in, P& p) { growing(in), p.multiply(T(0.2)); });
+  run_program<T>(s, 328, [&](I& in, P& p) {
+    growing(in);
+    in.lengths = {120, 90};
+    p.multiply(T(10)).causal(causal_kind::bottom_right).key_lengths(in.lengths.data());
+  });
+  // One score 100 above the others (key 600): past any margin float's exponential can take (e^100 overflows),
+  // a rescale; the row's output is V row 600's.
+  run_program<T>(s, 329, [&](I& in, P& p) {
+    for (std::size_t n = 0; n < in.q.size(); ++n) in.q[n] = n % s.dk == 0 ? T(1) : T(0);
+    for (std::size_t n = 0; n < in.k.size(); n += s.dk) in.k[n] = n / s.dk % s.lk == 600 ? T(100) : T(0);
+    p.multiply(T(1));
+  });
   // Decreasing scores (x -1): the first keys weigh most, the maximum never moves after the first group (no
   // rescale). Top-left causal: row i sees keys 0 .. i only, all in the first group.
   run_program<T>(s, 324, [&](I& in, P& p) { growing(in), p.multiply(T(-1)); });
