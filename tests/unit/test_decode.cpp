@@ -499,6 +499,13 @@ void special_values_one_row(std::size_t dk, std::size_t dv, std::size_t lq = 1) 
     for (std::size_t j = 0; j < s.lk; ++j) in.k[in.ki(1, 2, j, 0)] = -pinf;
     p.multiply(T(0.125));
   });
+  // A NaN score alone among -inf scores in the first group (q_0 = 1, k_j0 = -inf, key 3: NaN), before any finite
+  // score: the rows of that head are NaN, output and lse, though every later group is finite.
+  run_program<T>(s, 320, [&](I& in, P& p) {
+    for (std::size_t n = 0; n < in.q.size(); n += s.dk) in.q[n] = 1;
+    for (std::size_t j = 0; j < 16; ++j) in.k[in.ki(0, 0, j, 0)] = j == 3 ? qnan : -pinf;
+    p.multiply(T(0.125));
+  }, lq);
   // A limit with a finite fill is not skipped: keys from 700 (item 0, inside a key group) and from 3 (item 1)
   // score -1e9 and weigh 0 beside the visible ones.
   run_program<T>(s, 318, [](I& in, P& p) {
