@@ -570,6 +570,10 @@ void few_rows_values(std::size_t kv_heads, std::size_t lq, std::size_t dk, std::
   run_program<T>(s, 326, [&](I& in, P& p) { growing(in), p.causal(causal_kind::top_left); });
   // Random scores with a boolean mask (L_q x L_k per item, one row all false).
   run_program<T>(s, 325, [&](I& in, P& p) { p.multiply(T(0.125)).boolean_mask(random_mask(in, 12)); });
+  // L_k 1090 (68 groups and 2 keys), bottom-right causal: with 3 or 4 rows the first rows end at keys 1087 and
+  // 1088, before the last group's first key, so that group has no key for them (and weighs nothing for them).
+  const shape s2{2, 8, kv_heads, lq, 1090, dk, dv, 1};
+  run_program<T>(s2, 330, [](I&, P& p) { p.multiply(T(0.125)).causal(causal_kind::bottom_right); });
 }
 BOOST_AUTO_TEST_CASE(few_rows_per_kv_head) {
   for (std::size_t lq : {2u, 3u, 4u}) {
