@@ -103,3 +103,9 @@
 #else
 #define ATTNX_INLINE_LAMBDA
 #endif
+// The same for a function (written before its return type): few_rows' weigh_quick.
+#if defined(__GNUC__)
+#define ATTNX_FORCE_INLINE __attribute__((always_inline)) inline
+#else
+#define ATTNX_FORCE_INLINE inline
+#endif
