@@ -272,14 +272,28 @@ using program = std::function<void(instance<T>&, ak::attention_problem<T>&)>;  /
 template <class T>
 using extra_check = std::function<void(const instance<T>&, const result&)>;
 
+// The storage of K and V in run_program's problems (float queries only): set for a scope by with_storage.
+ak::kv_storage kv_under_test = ak::kv_storage::same;
+struct with_storage {
+  ak::kv_storage old = kv_under_test;
+  explicit with_storage(ak::kv_storage kv) { kv_under_test = kv; }
+  ~with_storage() { kv_under_test = old; }
+  with_storage(const with_storage&) = delete;
+};
+
 // A fresh instance, prog on it, its values stored again, the reference (with `nans` NaN rows) and run_all, with
-// extra after each instruction set's run.
+// extra after each instruction set's run. Under with_storage(bf16 / f16) K and V are given as 16-bit values only,
+// and the reference (and prog's extra checks) take the values as stored.
 template <class T>
 double run_program(const shape& s, std::uint32_t seed, const program<T>& prog, std::size_t nans = 0,
                    const extra_check<T>& extra = {}) {
   instance<T> in(s, seed);
+  in.kv = kv_under_test;
   ak::attention_problem<T> p = in.problem();
   prog(in, p);
+  if (in.kv != ak::kv_storage::same)
+    for (auto* x : {&in.k, &in.v})
+      for (double& e : *x) e = stored(in.kv, e);
   in.store();
   const result r = reference(p, in.q, in.k, in.v);
   BOOST_TEST(nan_rows(r) == nans);
@@ -588,6 +602,25 @@ BOOST_AUTO_TEST_CASE(few_rows_special_values) {
   special_values_one_row<float>(128, 128, 4);
   special_values_one_row<float>(128, 128, 3);
   special_values_one_row<float>(64, 128, 4);
+}
+// The same with K and V stored as bf16 / f16: two rows take few_rows, three and four four_rows (AVX-512, keys four at a
+// time), against the reference of the stored values.
+template <ak::kv_storage KV>
+void few_rows_stored() {
+  const with_storage st(KV);
+  const char* name = KV == ak::kv_storage::bf16 ? "bf16" : "f16";
+  for (std::size_t lq : {2u, 3u, 4u}) BOOST_TEST_CONTEXT(name << " Lq=" << lq << " d 128") { few_rows_values<float>(8, lq, 128, 128); }
+  BOOST_TEST_CONTEXT(name << " Lq=4 d 64") { few_rows_values<float>(8, 4, 64, 64); }
+  BOOST_TEST_CONTEXT(name << " GQA 4 x Lq 1, d 128 / 64") { few_rows_values<float>(2, 1, 128, 64); }
+}
+BOOST_AUTO_TEST_CASE(few_rows_bf16) { few_rows_stored<ak::kv_storage::bf16>(); }
+BOOST_AUTO_TEST_CASE(few_rows_f16) { few_rows_stored<ak::kv_storage::f16>(); }
+BOOST_AUTO_TEST_CASE(few_rows_16bit_special_values) {
+  for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16}) {
+    const with_storage st(kv);
+    BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=4") { special_values_one_row<float>(128, 128, 4); }
+    BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=3, d_k 64") { special_values_one_row<float>(64, 128, 3); }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(special_values_float) {

@@ -9,6 +9,8 @@
 //   reduce_add, reduce_max  the sum / max of the lanes (max: NaN lanes may be dropped or kept)
 //   reduce_lanes(a)         for W vectors a[0..W): the vector whose lane i is the sum of a[i]'s lanes (vector
 //                           paths only)
+//   reduce_quad(a), reduce_quads(c)  (AVX-512 float only) reduce_lanes in two halves: c[k] = reduce_quad(a + 4k)
+//                           for k = 0..3, then reduce_quads(c) is reduce_lanes(a), bit for bit
 //   fma_exact(a, b, c)      a * b + c with one rounding on every path
 //   div_or_zero(a, l)       a / l, and 0 where l == 0
 //   max_keep(x, m)          max, m where x is NaN (x86 maxps: NaN -> second operand)

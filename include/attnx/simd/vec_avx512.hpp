@@ -44,17 +44,22 @@ struct vec<float, avx512_t> {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
-  // Pairwise sums within 64-bit pairs, then within 128-bit lanes (c[k]'s lane L, element e: a partial sum of
-  // result 4k + e), then across the four lanes.
+  // Pairwise sums within 64-bit pairs, then within 128-bit lanes (reduce_quad: c[k]'s lane L, element e, a partial
+  // sum of result 4k + e), then across the four lanes (reduce_quads). The halves apart: reduce_quad(a + 4 k) for k
+  // = 0..3, then reduce_quads over the four results, is reduce_lanes(a), bit for bit (the decode kernel's four-key
+  // steps).
   static reg reduce_lanes(const reg* a) {
+    const __m512 c[4] = {reduce_quad(a), reduce_quad(a + 4), reduce_quad(a + 8), reduce_quad(a + 12)};
+    return reduce_quads(c);
+  }
+  static reg reduce_quad(const reg* a) {
+    const __m512 b0 = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, a[0], a[1]), _mm512_maskz_unpackhi_ps(all, a[0], a[1]));
+    const __m512 b1 = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, a[2], a[3]), _mm512_maskz_unpackhi_ps(all, a[2], a[3]));
     constexpr __mmask8 all8 = static_cast<__mmask8>(~0u);
-    __m512 b[8], c[4];
-    for (int k = 0; k < 8; ++k)
-      b[k] = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, a[2 * k], a[2 * k + 1]), _mm512_maskz_unpackhi_ps(all, a[2 * k], a[2 * k + 1]));
-    for (int k = 0; k < 4; ++k) {
-      const __m512d x = _mm512_castps_pd(b[2 * k]), y = _mm512_castps_pd(b[2 * k + 1]);
-      c[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(all8, x, y)), _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(all8, x, y)));
-    }
+    const __m512d x = _mm512_castps_pd(b0), y = _mm512_castps_pd(b1);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(all8, x, y)), _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(all8, x, y)));
+  }
+  static reg reduce_quads(const reg* c) {
     const __m512 e0 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0x88), _mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0xdd));
     const __m512 e1 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[2], c[3], 0x88), _mm512_maskz_shuffle_f32x4(all, c[2], c[3], 0xdd));
     return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, e0, e1, 0x88), _mm512_maskz_shuffle_f32x4(all, e0, e1, 0xdd));
