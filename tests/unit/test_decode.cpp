@@ -622,6 +622,7 @@ BOOST_AUTO_TEST_CASE(few_rows_16bit_special_values) {
     const with_storage st(kv);
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=4") { special_values_one_row<float>(128, 128, 4); }
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=3, d_k 64") { special_values_one_row<float>(64, 128, 3); }
+    BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=3, d 128") { special_values_one_row<float>(128, 128, 3); }
   }
 }
 
