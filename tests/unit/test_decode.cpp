@@ -351,6 +351,22 @@ void sweep() {
 BOOST_AUTO_TEST_CASE(sweep_float) { sweep<float>(); }
 BOOST_AUTO_TEST_CASE(sweep_double) { sweep<double>(); }
 
+// 1b. One row per KV head with d_k a whole number of vectors other than 4 or 8 (one_row's any-d_k form): d_k 32,
+// 48 and 96 (float on AVX-512: 2, 3, 6 vectors; double 4, 6, 12) with d_v 64 and 128; three layouts.
+template <class T>
+void one_row_any_dk() {
+  const std::size_t dks[] = {32, 48, 96}, dvs[] = {64, 128};
+  const program<T> scaled = [](instance<T>& in, ak::attention_problem<T>& p) { p.multiply(T(1) / std::sqrt(T(in.s.dk))); };
+  std::uint32_t n = 0;
+  for (std::size_t dk : dks)
+    for (std::size_t dv : dvs) {
+      const shape s{2, 8, 8, 1, 1100, dk, dv, int(n % 3)};
+      BOOST_TEST_CONTEXT(s) { run_program<T>(s, 900 + n++, scaled); }
+    }
+}
+BOOST_AUTO_TEST_CASE(one_row_any_dk_float) { one_row_any_dk<float>(); }
+BOOST_AUTO_TEST_CASE(one_row_any_dk_double) { one_row_any_dk<double>(); }
+
 // 2. Score programs, step by step in their order; 6. the prefill path's lse (L_q = 40, 100).
 template <class T>
 void programs() {
