@@ -367,12 +367,47 @@ void one_row_any_dk() {
 BOOST_AUTO_TEST_CASE(one_row_any_dk_float) { one_row_any_dk<float>(); }
 BOOST_AUTO_TEST_CASE(one_row_any_dk_double) { one_row_any_dk<double>(); }
 
+// 1c. The kernel forms the dispatch picks by shape that no other case reaches (found with gcov over this program):
+// one and two rows with d_k != d_v (one_row / few_rows at 64 x 128 and 128 x 64); with bf16 / f16 K and V also one
+// row at d 128 (f16 had none), at d 64 and with d_k 96, two rows at d 64, key by key (d 40: stream), and row blocks
+// with a last block of two rows (L_q 5, 6: blocks); double one row at d_v 32 and row blocks of odd vector counts.
+// Each scaled, and with a random boolean mask (the score program after the folded factor), on every instruction
+// set; L_k 603: a chunk and a part, the last block of keys not a multiple of the four a block's dots take at once.
+struct form {
+  std::size_t lq, dk, dv;
+};
+template <class T>
+void forms(std::initializer_list<form> fs, std::uint32_t seed) {
+  using I = instance<T>;
+  using P = ak::attention_problem<T>;
+  for (const form& f : fs) {
+    const shape s{2, 8, 8, f.lq, 603, f.dk, f.dv, int(seed % 3)};
+    BOOST_TEST_CONTEXT(s) {
+      run_program<T>(s, seed++, [](I& in, P& p) { p.multiply(T(1) / std::sqrt(T(in.s.dk))); });
+      run_program<T>(s, seed++, [&](I& in, P& p) { p.multiply(T(0.125)).boolean_mask(random_mask(in, seed)); });
+    }
+  }
+}
+BOOST_AUTO_TEST_CASE(every_kernel_form) {
+  forms<float>({{1, 64, 128}, {1, 128, 64}, {2, 64, 128}, {2, 128, 64}}, 1000);
+  for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16}) {
+    const with_storage st(kv);
+    BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16")) {
+      forms<float>({{1, 128, 128}, {1, 64, 64}, {1, 64, 128}, {1, 128, 64}, {1, 96, 64}, {1, 96, 128}, {1, 40, 40}, {2, 64, 64},
+                    {2, 64, 128}, {2, 128, 64}, {5, 16, 16}, {6, 64, 64}, {6, 40, 40}},
+                   1100);
+    }
+  }
+  forms<double>({{1, 32, 32}, {1, 64, 32}, {1, 40, 32}, {5, 36, 36}, {6, 20, 20}}, 1200);
+}
+
 // 2. Score programs, step by step in their order; 6. the prefill path's lse (L_q = 40, 100).
 template <class T>
 void programs() {
   using I = instance<T>;
   using P = ak::attention_problem<T>;
   const auto top = causal_kind::top_left, bottom = causal_kind::bottom_right;
+  static constexpr T big = std::numeric_limits<T>::max();
   const struct {
     const char* name;
     shape s;
@@ -409,6 +444,11 @@ void programs() {
        [](I& in, P& p) { in.lengths = {0, 5}, p.multiply(T(0.25)).key_lengths(in.lengths.data(), T(-1e9)); }},
       {"key_padding 0 fill -1e9, then x 2", {1, 8, 2, 3, 1100, 8, 16, 2},
        [](I&, P& p) { p.multiply(T(0.25)).key_padding(0, T(-1e9)).multiply(T(2)); }},
+      // A division the plan keeps (1 / d subnormal, not turned into a multiplication), after a mask.
+      {"x max / 200, boolean, / (max / 2) (one row)", {1, 8, 8, 1, 700, 64, 64, 0},
+       [](I& in, P& p) { p.multiply(big / 200).boolean_mask(random_mask(in, 22)).divide(big / 2); }},
+      {"x max / 200, boolean, / (max / 2) (row blocks)", {1, 8, 2, 5, 700, 40, 40, 1},
+       [](I& in, P& p) { p.multiply(big / 200).boolean_mask(random_mask(in, 23)).divide(big / 2); }},
       {"every kind of step", {2, 8, 2, 6, 1100, 40, 24, 1},
        [=](I& in, P& p) {
          in.lengths = {1100, 700};
