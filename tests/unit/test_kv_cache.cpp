@@ -196,6 +196,47 @@ BOOST_AUTO_TEST_CASE(cache_rules) {
                         says({"step: x's batch extent must be the cache's: input_batch 2, cache_batch 1"}));
 }
 
+BOOST_AUTO_TEST_CASE(append_from_expressions) {
+  // (B, n, kv_heads * d): element c of KV head g of token j of item b is column g d + c of row (b, j).
+  attnx::kv_cache<float, 2, 4> cache(2, 5);
+  attnx::tensor<float, 2, 3, 8> k, v;
+  for (std::size_t n = 0; n < k.numel(); ++n) k.data()[n] = float(n), v.data()[n] = -float(n);
+  cache.append(k, v + v);  // any expression: the values doubled
+  BOOST_TEST(cache.length(0) == 3u);
+  BOOST_TEST(cache.length(1) == 3u);
+  std::size_t bad = 0;
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t g = 0; g < 2; ++g)
+      for (std::size_t j = 0; j < 3; ++j)
+        for (std::size_t c = 0; c < 4; ++c) {
+          const float x = float((b * 3 + j) * 8 + g * 4 + c);
+          bad += cache.key(b, g, j, c) != x;
+          bad += cache.value(b, g, j, c) != -2 * x;
+        }
+  BOOST_TEST(bad == 0u);
+  // as many value tokens as key tokens, else nothing is appended
+  attnx::tensor<float, 2, 2, 8> v2;
+  BOOST_CHECK_EXCEPTION(cache.append(k, v2), attnx::extent_error,
+                        says({"kv_cache: append: the keys and the values must have as many tokens: key_tokens 3, value_tokens 2"}));
+  BOOST_TEST(cache.length(0) == 3u);
+  BOOST_TEST(cache.length(1) == 3u);
+  // (n, kv_heads * d) for a cache of batch 1, after what it holds
+  attnx::kv_cache<float, 2, 4> one(1, 4);
+  attnx::tensor<float, 2, 8> k1, v1;
+  for (std::size_t n = 0; n < k1.numel(); ++n) k1.data()[n] = float(n) + 0.5f, v1.data()[n] = float(n) - 0.5f;
+  one.append(k1, v1);
+  one.append(k1, v1);
+  BOOST_TEST(one.length(0) == 4u);
+  bad = 0;
+  for (std::size_t g = 0; g < 2; ++g)
+    for (std::size_t j = 0; j < 4; ++j)
+      for (std::size_t c = 0; c < 4; ++c) {
+        bad += one.key(0, g, j, c) != k1(j % 2, g * 4 + c);
+        bad += one.value(0, g, j, c) != v1(j % 2, g * 4 + c);
+      }
+  BOOST_TEST(bad == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(attend_over_a_cache) {
   // q (B, H, n, d) against the cache: the last n tokens of each item, causal.
   constexpr std::size_t B = 2, H = 4, G = 2, d = 8, L = 20, n = 3;
@@ -445,6 +486,10 @@ BOOST_AUTO_TEST_CASE(states_over_caches) {
   BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, short_item), attnx::extent_error,
                         says({"every query row must be one of the cache's tokens (append first; batch item 1): cache_length 1, query_rows 2"}));
   BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, short_item), attnx::extent_error, says({"batch item 1"}));
+  // q's batch must be the cache's
+  attnx::kv_cache<double, G, d> wider(B + 1, 4);
+  BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, wider), attnx::extent_error,
+                        says({"attend(q, cache): q's batch must be the cache's: q_batch 2, cache_batch 3"}));
   // every item empty, all keys: no key anywhere (L_k 0 for the kernel), out 0 and lse -inf from the kernel
   attnx::kv_cache<double, G, d> empty(B, 4);
   const auto se = attnx::partial_attention(qt, empty, attnx::cache_keys::all);
