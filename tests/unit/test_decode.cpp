@@ -463,6 +463,18 @@ void programs() {
        [=](I&, P& p) { p.multiply(T(0.25)).causal(top, T(-1e9)); }},
       {"prefill additive, bottom_right", {1, 4, 4, 40, 100, 16, 16, 1},
        [=](I& in, P& p) { p.multiply(T(0.25)).additive_mask(random_bias(in, 11)).causal(bottom); }},
+      // A limit filling with -1e9 followed by a kept division: the blocked keys end near 0, not skipped (the
+      // skip analysis divides the fill too), in both kernels.
+      {"x max / 200, bottom_right fill -1e9, / (max / 2)", {1, 8, 2, 3, 700, 32, 32, 0},
+       [=](I&, P& p) { p.multiply(big / 200).causal(bottom, T(-1e9)).divide(big / 2); }},
+      {"prefill x max / 200, bottom_right fill -1e9, / (max / 2)", {1, 2, 1, 40, 300, 16, 16, 1},
+       [=](I&, P& p) { p.multiply(big / 200).causal(bottom, T(-1e9)).divide(big / 2); }},
+      // A -inf limit before an additive mask and a limit after it (the first's keys not skipped: a step other than
+      // a positive factor follows the bias), the second filling with a finite value (its keys skipped softly).
+      {"bottom_right, additive, key_padding 900 fill -1e9", {1, 8, 2, 3, 1100, 40, 40, 2},
+       [=](I& in, P& p) { p.multiply(T(0.15)).causal(bottom).additive_mask(random_bias(in, 12)).key_padding(900, T(-1e9)); }},
+      {"prefill bottom_right, additive, key_padding 250 fill -1e9", {1, 4, 2, 40, 300, 16, 16, 0},
+       [=](I& in, P& p) { p.multiply(T(0.25)).causal(bottom).additive_mask(random_bias(in, 13)).key_padding(250, T(-1e9)); }},
   };
   std::uint32_t seed = 200;
   double worst = 0;
