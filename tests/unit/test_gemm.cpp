@@ -246,6 +246,48 @@ void product_shapes() {
 
 }  // namespace
 
+// gemm_into with its row blocks split across threads (enough work for two or more: 4e6 flops each), batched
+// (nb matrices of B, rows_per_b rows of A each) with a bias and strided A and C: every row of every matrix
+// against the loops. Few blocks per thread take the rounding of the blocks to a multiple of the threads.
+template <class T>
+void threaded_case(std::size_t nb, std::size_t rows_per_b, std::size_t k, std::size_t n, unsigned threads, simd::isa isa,
+                   unsigned seed) {
+  const std::size_t lda = k + 5, ldd = n + 3, rows = nb * rows_per_b;
+  const dvec a = random_values(rows * k, seed), b = random_values(nb * k * n, seed + 1), bias = random_values(n, seed + 2);
+  std::vector<T> at(rows * lda, T(0)), bt(nb * k * n), bs(n), dst(rows * ldd, std::numeric_limits<T>::quiet_NaN());
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t p = 0; p < k; ++p) at[i * lda + p] = T(a[i * k + p]);
+  for (std::size_t i = 0; i < nb * k * n; ++i) bt[i] = T(b[i]);
+  for (std::size_t j = 0; j < n; ++j) bs[j] = T(bias[j]);
+  const std::size_t blocks = attnx::kernels::gemm_into(at.data(), lda, bt.data(), nb, k, n, rows_per_b, dst.data(), ldd, bs.data(), isa, threads);
+  BOOST_TEST(blocks >= std::size_t(std::min(threads, 2u)));
+  std::size_t bad = 0;
+  for (std::size_t t = 0; t < nb; ++t) {
+    const dvec at_t(a.begin() + std::ptrdiff_t(t * rows_per_b * k), a.begin() + std::ptrdiff_t((t + 1) * rows_per_b * k));
+    const dvec bt_t(b.begin() + std::ptrdiff_t(t * k * n), b.begin() + std::ptrdiff_t((t + 1) * k * n));
+    const dvec want = ref_matmul(at_t, bt_t, rows_per_b, k, n), scale = ref_abs_matmul(at_t, bt_t, rows_per_b, k, n);
+    for (std::size_t i = 0; i < rows_per_b; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        const double got = double(dst[(t * rows_per_b + i) * ldd + j]), w = want[i * n + j] + double(bs[j]);
+        bad += !(std::abs(got - w) <= double(k + 2) * eps<T>() * (scale[i * n + j] + std::abs(double(bs[j]))) +
+                                              std::numeric_limits<T>::min());
+      }
+  }
+  BOOST_TEST(bad == 0u, nb << " x " << rows_per_b << "x" << k << "x" << n << " on " << threads << " threads, "
+                          << simd::name(isa) << ": " << bad << " elements wrong");
+}
+template <class T>
+void threaded_shapes() {
+  for (simd::isa i : available_isas()) {
+    threaded_case<T>(1, 200, 160, 130, 2, i, 40);   // 8.3e6 flops: two threads, two or three blocks
+    threaded_case<T>(3, 100, 160, 130, 2, i, 44);   // three matrices over two threads
+    threaded_case<T>(3, 97, 150, 140, 3, i, 48);    // three threads, rows not a whole number of panels
+    threaded_case<T>(2, 301, 64, 100, 4, i, 52);    // more threads than the cores
+  }
+}
+BOOST_AUTO_TEST_CASE(gemm_into_across_threads_float) { threaded_shapes<float>(); }
+BOOST_AUTO_TEST_CASE(gemm_into_across_threads_double) { threaded_shapes<double>(); }
+
 BOOST_AUTO_TEST_CASE(kernels_every_isa_float) { kernel_all_isas<float>(); }
 BOOST_AUTO_TEST_CASE(kernels_every_isa_double) { kernel_all_isas<double>(); }
 
