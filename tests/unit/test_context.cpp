@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -202,6 +203,43 @@ BOOST_AUTO_TEST_CASE(parallel_for_every_item_once_nested_and_exceptions) {
                       if (i == 40) throw std::runtime_error("item 40");
                     }),
                     std::runtime_error);
+}
+
+// An exception thrown on a worker (not the caller's slot 0) reaches the caller once the slots have finished;
+// the caller's own wins over a worker's; the pool runs on afterwards. Slot 0 waits (up to 10 s) for slot 1 to
+// start, so that slot 1 runs on a worker.
+BOOST_AUTO_TEST_CASE(exceptions_from_workers_reach_the_caller) {
+  struct job {
+    std::atomic<bool> started{false};
+    bool caller_throws = false;
+  };
+  const auto fn = [](void* arg, unsigned slot) {
+    auto& j = *static_cast<job*>(arg);
+    if (slot == 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!j.started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      if (j.caller_throws) throw std::logic_error("slot 0");
+      return;
+    }
+    j.started.store(true);
+    throw std::runtime_error("slot " + std::to_string(slot));
+  };
+  auto& pool = exec::thread_pool::instance();
+  {
+    job j;
+    BOOST_CHECK_EXCEPTION(pool.run(2, fn, &j), std::runtime_error,
+                          [](const std::runtime_error& e) { return std::string(e.what()) == "slot 1"; });
+    BOOST_TEST(j.started.load());
+  }
+  {
+    job j;
+    j.caller_throws = true;
+    BOOST_CHECK_THROW(pool.run(2, fn, &j), std::logic_error);
+    BOOST_TEST(j.started.load());
+  }
+  std::vector<std::atomic<int>> hits(100);
+  BOOST_TEST(exec::parallel_for(hits.size(), 2, [&](std::size_t i, unsigned) { hits[i].fetch_add(1); }) >= 1u);
+  for (auto& h : hits) BOOST_TEST(h.load() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(absurd_thread_counts_start_no_threads) {
