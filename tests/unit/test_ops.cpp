@@ -498,6 +498,12 @@ BOOST_AUTO_TEST_CASE(slice_concat_index_select_reshape) {
   BOOST_CHECK_EXCEPTION((void)concat<1>(y, tensor<double, dyn, D>(4)), extent_error, [](const extent_error& ex) {
     return std::string(ex.what()).find("lhs_extent 3, rhs_extent 4") != std::string::npos;
   });
+  // a run-time tensor seen with a static shape: the element counts must agree when it is taken
+  BOOST_CHECK_EXCEPTION(((void)reshape<4, 5>(y)), std::length_error, [](const std::length_error& ex) {
+    return std::string(ex.what()) == "attnx: reshape: 18 elements cannot be seen as [4, 5] (20 elements)";
+  });
+  const auto ys = reshape<9, 2>(y);
+  BOOST_TEST(ys.data() == y.data());
   static_assert([] {
     tensor<int, 2, 3> a{{1, 2, 3}, {4, 5, 6}};
     const tensor<int, 2, 2> b = slice<1, 1, 2>(a);

@@ -119,6 +119,10 @@ BOOST_AUTO_TEST_CASE(round_trip_float_double_transposed_view_metadata) {
   std::vector<float> mem(7);
   f.load_into("c", view<float, 7>(mem));
   BOOST_TEST(mem[6] == c(6));
+  // only a matrix has a transposed layout
+  BOOST_CHECK_EXCEPTION((void)st::make_entry("b", b, true), std::invalid_argument, [](const std::invalid_argument& e) {
+    return std::string(e.what()) == "attnx: safetensors: only a matrix can be stored transposed ('b' has shape [2, 3, 5])";
+  });
 }
 
 BOOST_AUTO_TEST_CASE(a_file_from_another_writer) {
