@@ -584,7 +584,7 @@ BOOST_AUTO_TEST_CASE(kernel_rules_name_the_sizes) {
   BOOST_CHECK_EXCEPTION(ak::flash_attention(problem().key_lengths(lengths)), std::out_of_range,
                         has("key_lengths[1] = 60 exceeds the 53 keys"));
   BOOST_CHECK_EXCEPTION(ak::flash_attention(problem().multiply(0.5f).causal_lengths(lengths)), std::out_of_range,
-                        has("key_lengths[1] = 60 exceeds the 53 keys"));
+                        has("causal_lengths[1] = 60 exceeds the 53 keys"));
   BOOST_CHECK_EXCEPTION(ak::flash_attention(problem().key_padding(54)), std::out_of_range,
                         has("the key padding length 54 exceeds the 53 keys"));
   BOOST_CHECK_EXCEPTION(ak::flash_attention(problem().key_lengths(nullptr)), std::invalid_argument,
@@ -596,8 +596,10 @@ BOOST_AUTO_TEST_CASE(kernel_rules_name_the_sizes) {
   {
     auto p = problem();
     while (p.n_steps < ak::max_score_steps) p.multiply(1.0f);
-    BOOST_CHECK_EXCEPTION(p.multiply(1.0f), std::length_error, has("more than 8 score steps"));
+    BOOST_CHECK_EXCEPTION(p.multiply(1.0f), std::length_error, has("more than 8 score steps"));  // the builder
     BOOST_TEST(p.n_steps == ak::max_score_steps);
+    p.n_steps = ak::max_score_steps + 1;  // a problem filled in by hand: the kernel's own check
+    BOOST_CHECK_EXCEPTION(ak::flash_attention(p), std::invalid_argument, has("too many score steps"));
   }
   BOOST_TEST(std::count(in.ob.begin(), in.ob.end(), sentinel) == std::ptrdiff_t(in.ob.size()));
   // the same steps within their bounds run

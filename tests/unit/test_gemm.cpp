@@ -248,7 +248,7 @@ void product_shapes() {
 
 // gemm_into with its row blocks split across threads (enough work for two or more: 4e6 flops each), batched
 // (nb matrices of B, rows_per_b rows of A each) with a bias and strided A and C: every row of every matrix
-// against the loops. Few blocks per thread take the rounding of the blocks to a multiple of the threads.
+// against the loops. Few blocks per thread: their number rounded to a multiple of the threads used.
 template <class T>
 void threaded_case(std::size_t nb, std::size_t rows_per_b, std::size_t k, std::size_t n, unsigned threads, simd::isa isa,
                    unsigned seed) {
@@ -260,7 +260,10 @@ void threaded_case(std::size_t nb, std::size_t rows_per_b, std::size_t k, std::s
   for (std::size_t i = 0; i < nb * k * n; ++i) bt[i] = T(b[i]);
   for (std::size_t j = 0; j < n; ++j) bs[j] = T(bias[j]);
   const std::size_t blocks = attnx::kernels::gemm_into(at.data(), lda, bt.data(), nb, k, n, rows_per_b, dst.data(), ldd, bs.data(), isa, threads);
-  BOOST_TEST(blocks >= std::size_t(std::min(threads, 2u)));
+  const double flops = 2.0 * double(rows) * double(k) * double(n);
+  const auto used = unsigned(std::min(double(threads), flops / kd::gemm_min_flops_per_thread));
+  BOOST_TEST(used >= 2u);  // the case is split
+  BOOST_TEST(blocks % used == 0u, blocks << " blocks on " << used << " threads");
   std::size_t bad = 0;
   for (std::size_t t = 0; t < nb; ++t) {
     const dvec at_t(a.begin() + std::ptrdiff_t(t * rows_per_b * k), a.begin() + std::ptrdiff_t((t + 1) * rows_per_b * k));
@@ -279,10 +282,10 @@ void threaded_case(std::size_t nb, std::size_t rows_per_b, std::size_t k, std::s
 template <class T>
 void threaded_shapes() {
   for (simd::isa i : available_isas()) {
-    threaded_case<T>(1, 200, 160, 130, 2, i, 40);   // 8.3e6 flops: two threads, two or three blocks
+    threaded_case<T>(1, 200, 160, 130, 2, i, 40);   // 8.3e6 flops: two threads; blocks of MB rows rounded up to even
     threaded_case<T>(3, 100, 160, 130, 2, i, 44);   // three matrices over two threads
     threaded_case<T>(3, 97, 150, 140, 3, i, 48);    // three threads, rows not a whole number of panels
-    threaded_case<T>(2, 301, 64, 100, 4, i, 52);    // more threads than the cores
+    threaded_case<T>(2, 301, 160, 100, 4, i, 52);   // 19e6 flops: four threads, more than the cores
   }
 }
 BOOST_AUTO_TEST_CASE(gemm_into_across_threads_float) { threaded_shapes<float>(); }

@@ -277,8 +277,10 @@ void validate(const attention_problem<T>& p) {
       if (!st.lengths) throw std::invalid_argument("attnx::kernels::flash_attention: key_lengths without lengths");
       for (std::size_t b = 0; b < p.batch; ++b)
         if (st.lengths[b] > p.lk)
-          throw std::out_of_range("attnx: mask: key_lengths[" + std::to_string(b) + "] = " + std::to_string(st.lengths[b]) +
-                                  " exceeds the " + std::to_string(p.lk) + " keys");
+          throw std::out_of_range(std::string("attnx: mask: ") +
+                                  (st.kind == step_kind::key_lengths ? "key_lengths[" : "causal_lengths[") +
+                                  std::to_string(b) + "] = " + std::to_string(st.lengths[b]) + " exceeds the " +
+                                  std::to_string(p.lk) + " keys");
     } else if (st.kind == step_kind::key_padding && st.length > p.lk) {
       throw std::out_of_range("attnx: mask: the key padding length " + std::to_string(st.length) + " exceeds the " +
                               std::to_string(p.lk) + " keys");
