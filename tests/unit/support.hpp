@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "messages.hpp"
 #include "naive.hpp"
 
 namespace test_support {
@@ -50,26 +51,6 @@ bool evaluated_fused(Out& out, const E& e) {
   const auto before = attnx::default_context().fused_runs();
   out = e;
   return attnx::default_context().fused_runs() == before + 1;
-}
-
-// BOOST_CHECK_EXCEPTION predicates: the message contains every piece / is exactly `text`.
-inline auto says(std::vector<std::string> pieces) {
-  return [pieces](const std::exception& e) {
-    const std::string what = e.what();
-    for (const auto& p : pieces)
-      if (what.find(p) == std::string::npos) {
-        BOOST_TEST_MESSAGE("the message \"" << what << "\" lacks \"" << p << "\"");
-        return false;
-      }
-    return true;
-  };
-}
-inline auto is(std::string text) {
-  return [text](const std::exception& e) {
-    if (text == e.what()) return true;
-    BOOST_TEST_MESSAGE("the message is \"" << e.what() << "\", expected \"" << text << "\"");
-    return false;
-  };
 }
 
 }  // namespace test_support

@@ -1,0 +1,33 @@
+// BOOST_CHECK_EXCEPTION predicates on an exception's message, for any unit test (no attnx header: a test of
+// one part of the library includes only that part).
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace test_support {
+
+// BOOST_CHECK_EXCEPTION predicates: the message contains every piece / is exactly `text`.
+inline auto says(std::vector<std::string> pieces) {
+  return [pieces](const std::exception& e) {
+    const std::string what = e.what();
+    for (const auto& p : pieces)
+      if (what.find(p) == std::string::npos) {
+        BOOST_TEST_MESSAGE("the message \"" << what << "\" lacks \"" << p << "\"");
+        return false;
+      }
+    return true;
+  };
+}
+inline auto is(std::string text) {
+  return [text](const std::exception& e) {
+    if (text == e.what()) return true;
+    BOOST_TEST_MESSAGE("the message is \"" << e.what() << "\", expected \"" << text << "\"");
+    return false;
+  };
+}
+
+}  // namespace test_support
