@@ -351,26 +351,10 @@ void sweep() {
 BOOST_AUTO_TEST_CASE(sweep_float) { sweep<float>(); }
 BOOST_AUTO_TEST_CASE(sweep_double) { sweep<double>(); }
 
-// 1b. One row per KV head with d_k a whole number of vectors other than 4 or 8 (one_row's any-d_k form) and d_v
-// 4 or 8 of them: on AVX-512 float d_k 32, 48, 96 (2, 3, 6 vectors) with d_v 64 and 128, double d_k 40, 48, 96
-// (5, 6, 12) with d_v 32 and 64; three layouts.
-template <class T>
-void one_row_any_dk() {
-  constexpr bool f = sizeof(T) == 4;
-  const std::size_t dks[] = {f ? 32u : 40u, 48, 96}, dvs[] = {f ? 64u : 32u, f ? 128u : 64u};
-  const program<T> scaled = [](instance<T>& in, ak::attention_problem<T>& p) { p.multiply(T(1) / std::sqrt(T(in.s.dk))); };
-  std::uint32_t n = 0;
-  for (std::size_t dk : dks)
-    for (std::size_t dv : dvs) {
-      const shape s{2, 8, 8, 1, 1100, dk, dv, int(n % 3)};
-      BOOST_TEST_CONTEXT(s) { run_program<T>(s, 900 + n++, scaled); }
-    }
-}
-BOOST_AUTO_TEST_CASE(one_row_any_dk_float) { one_row_any_dk<float>(); }
-BOOST_AUTO_TEST_CASE(one_row_any_dk_double) { one_row_any_dk<double>(); }
-
-// 1c. The kernel forms the dispatch picks by shape that no other case reaches (found with gcov over this program):
-// one and two rows with d_k != d_v (one_row / few_rows at 64 x 128 and 128 x 64); with bf16 / f16 K and V also one
+// 1b. The kernel forms the dispatch picks by shape that no other case reaches (found with gcov over this program):
+// one and two rows with d_k != d_v (one_row / few_rows at 64 x 128 and 128 x 64); one row with d_k a whole number
+// of vectors other than 4 or 8 (one_row's any-d_k form: AVX-512 float d_k 32, 48, 96, double 40, 48, 96, with d_v
+// 4 or 8 vectors); with bf16 / f16 K and V also one
 // row at d 128 (f16 had none), at d 64 and with d_k 96, two rows at d 64, key by key (d 40: stream), and row blocks
 // with a last block of two rows (L_q 5, 6: blocks); double one row at d_v 32 and row blocks of odd vector counts.
 // Each scaled, and with a random boolean mask (the score program after the folded factor), on every instruction
@@ -391,7 +375,7 @@ void forms(std::initializer_list<form> fs, std::uint32_t seed) {
   }
 }
 BOOST_AUTO_TEST_CASE(every_kernel_form) {
-  forms<float>({{1, 64, 128}, {1, 128, 64}, {2, 64, 128}, {2, 128, 64}}, 1000);
+  forms<float>({{1, 64, 128}, {1, 128, 64}, {2, 64, 128}, {2, 128, 64}, {1, 32, 64}, {1, 48, 128}, {1, 96, 64}}, 1000);
   for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16}) {
     const with_storage st(kv);
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16")) {
@@ -400,7 +384,7 @@ BOOST_AUTO_TEST_CASE(every_kernel_form) {
                    1100);
     }
   }
-  forms<double>({{1, 32, 32}, {1, 64, 32}, {1, 40, 32}, {5, 36, 36}, {6, 20, 20}}, 1200);
+  forms<double>({{1, 32, 32}, {1, 64, 32}, {1, 40, 32}, {1, 48, 64}, {1, 96, 64}, {5, 36, 36}, {6, 20, 20}}, 1200);
 }
 
 // 2. Score programs, step by step in their order; 6. the prefill path's lse (L_q = 40, 100).
