@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Line coverage of the headers under INCLUDE from the .gcda files of a --coverage build (scripts/coverage.sh).
+"""Line coverage of the headers under INCLUDE from the .gcda files of a --coverage build (scripts/test.sh coverage).
 
 usage: coverage_report.py BUILD_DIR INCLUDE_DIR [--lines]
 
@@ -25,7 +25,7 @@ def main():
     counts = collections.defaultdict(int)  # (header, line) -> times run
     gcdas = glob.glob(os.path.join(build, '**', '*.gcda'), recursive=True)
     if not gcdas:
-        sys.exit('coverage_report.py: no .gcda files under ' + build + ' (run scripts/coverage.sh first)')
+        sys.exit('coverage_report.py: no .gcda files under ' + build + ' (run scripts/test.sh coverage first)')
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
         for n, gcda in enumerate(gcdas):

@@ -20,9 +20,14 @@
 #                       fuzz longer); corpus and findings in build/fuzz/fuzz/
 #   asan   build/asan   (not in the default set) g++ -O1 with AddressSanitizer
 #                       + UBSan: unit and example tests
+#   coverage  build/coverage  (not in the default set) g++ -O1 --coverage:
+#                       the unit tests, then per header of include/attnx the
+#                       lines of compiled code no unit test ran
+#                       (scripts/coverage_report.py; ATTNX_COVERAGE_LINES=1
+#                       lists them)
 #
-#   scripts/test.sh                           gcc, clang, tsan and fuzz
-#   scripts/test.sh gcc|clang|tsan|fuzz|asan  one of them
+#   scripts/test.sh                                    gcc, clang, tsan and fuzz
+#   scripts/test.sh gcc|clang|tsan|fuzz|asan|coverage  one of them
 #
 # On Debian/Ubuntu it first checks the packages it needs (cmake, g++, clang,
 # libclang-rt-14-dev, libboost-dev, libboost-test-dev, nlohmann-json3-dev, libopenmpi-dev, openmpi-bin;
@@ -51,7 +56,7 @@ if [ $# -gt 1 ]; then
   exit 2
 elif [ $# -eq 1 ]; then
   case "$1" in
-    gcc|clang|asan|tsan|fuzz) CONFIGS=("$1") ;;
+    gcc|clang|asan|tsan|fuzz|coverage) CONFIGS=("$1") ;;
     -h|--help) usage; exit 0 ;;
     *) echo "test.sh: unknown configuration '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -65,6 +70,7 @@ packages=(cmake g++ libboost-dev libboost-test-dev nlohmann-json3-dev libopenmpi
 for c in "${CONFIGS[@]}"; do
   # clang++'s sanitizer runtimes (libFuzzer too) are in libclang-rt-14-dev
   if [ "$c" = clang ] || [ "$c" = fuzz ]; then packages+=(clang libclang-rt-14-dev); fi
+  if [ "$c" = coverage ]; then packages+=(python3); fi  # the report (gcov comes with g++)
 done
 ensure_packages "${packages[@]}"
 
@@ -201,6 +207,17 @@ for c in "${CONFIGS[@]}"; do
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
         -DATTNX_BUILD_FUZZ=ON -DATTNX_BUILD_EXAMPLES=OFF \
         -DATTNX_FUZZ_SECONDS="${ATTNX_FUZZ_SECONDS:-60}" ;;
+    coverage)
+      # The unit test programs (tests/unit/test_*.cpp, and the two of tests/ whose ctest names start with unit.);
+      # run data from an earlier run would add up, so it goes first.
+      unit_targets="$(cd tests/unit && ls test_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')test_mixed_flags test_extern_kernels"
+      [ -d build/coverage ] && find build/coverage -name '*.gcda' -delete
+      ONLY_TARGETS="$unit_targets" ONLY_TESTS='^unit\.' \
+        run_config coverage g++ "compile_fail|headers|warnings|install|fuzz" \
+        -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 --coverage" \
+        -DCMAKE_EXE_LINKER_FLAGS=--coverage -DATTNX_SANITIZE=
+      python3 scripts/coverage_report.py build/coverage include ${ATTNX_COVERAGE_LINES:+--lines} ||
+        TOTAL_FAILED=$((TOTAL_FAILED + 1)) ;;
   esac
 done
 
