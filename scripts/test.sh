@@ -3,8 +3,10 @@
 #
 #   gcc    build/gcc    g++ -O2, every test: unit, examples, compile_fail and
 #                       their controls, headers, warnings, install
-#   clang  build/clang  clang++ -O0 (the kernels -O1) with AddressSanitizer +
-#                       UBSan (ASan at -O1 compiles 2.6x slower): unit and
+#   clang  build/clang  clang++ -O0 (the kernels and the unit tests that
+#                       spend their time in their own reference loops -O1)
+#                       with AddressSanitizer + UBSan (ASan at -O1 compiles
+#                       2.6x slower): unit and
 #                       example tests, compile_fail (each failing program:
 #                       the one-error and message checks; the controls and the
 #                       headers tests, compiler-neutral, run under gcc),

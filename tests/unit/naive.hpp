@@ -6,9 +6,10 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <random>
 #include <stdexcept>
 #include <vector>
+
+#include "random.hpp"
 
 namespace naive {
 
@@ -109,10 +110,9 @@ Tensor make(const mat& m) {
 }
 
 inline mat random(std::size_t n, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
+  test_random::rng gen(seed);
   mat m(n);
-  for (auto& x : m) x = dist(gen);
+  for (auto& x : m) x = gen.uniform(lo, hi);
   return m;
 }
 

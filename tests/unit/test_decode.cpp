@@ -15,10 +15,11 @@
 #include <limits>
 #include <memory>
 #include <ostream>
-#include <random>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "random.hpp"
 
 // The decode path of the fused kernel (L_q <= kernels::detail::decode_max_rows: vectors along the head
 // dimension, the keys in fixed chunks of detail::decode_chunk whose partial states are merged) and the
@@ -105,10 +106,9 @@ struct instance {
   instance(const shape& sh, std::uint32_t seed)
       : s(sh), Lq(s.layout, s.heads, s.lq, s.dk), Lk(s.layout, s.kv_heads, s.lk, s.dk),
         Lv(s.layout, s.kv_heads, s.lk, s.dv), Lo(s.layout, s.heads, s.lq, s.dv) {
-    std::mt19937 g(seed);
-    std::normal_distribution<double> nd;
+    test_random::rng g(seed);
     for (auto [x, L] : {std::pair(&q, &Lq), std::pair(&k, &Lk), std::pair(&v, &Lv)})
-      for (x->resize(s.batch * L->nh * L->nr * L->d); auto& e : *x) e = double(T(nd(g)));
+      for (x->resize(s.batch * L->nh * L->nr * L->d); auto& e : *x) e = double(T(g.normal()));
     for (auto [x, L] : {std::pair(&qb, &Lq), std::pair(&kb, &Lk), std::pair(&vb, &Lv), std::pair(&ob, &Lo)})
       x->resize(s.batch * std::size_t(L->batch));
     lb.resize(s.batch * s.heads * (s.lq + 1)), k16.resize(kb.size()), v16.resize(vb.size());
@@ -313,20 +313,17 @@ template <class T>
 ak::broadcast<const bool> random_mask(instance<T>& in, std::uint32_t seed) {
   const shape& s = in.s;
   in.mask.reset(new bool[s.batch * s.lq * s.lk]);
-  std::mt19937 g(seed);
-  std::bernoulli_distribution keep(0.7);
-  for (std::size_t n = 0; n < s.batch * s.lq * s.lk; ++n) in.mask[n] = keep(g) && n / s.lk != s.lq / 2;
+  test_random::rng g(seed);
+  for (std::size_t n = 0; n < s.batch * s.lq * s.lk; ++n) in.mask[n] = g.chance(0.7) && n / s.lk != s.lq / 2;
   return {in.mask.get(), std::ptrdiff_t(s.lq * s.lk), 0, std::ptrdiff_t(s.lk), 1};
 }
 // (1, H, Lq, Lk) bias, N(0,1) with about 10% -inf.
 template <class T>
 ak::broadcast<const T> random_bias(instance<T>& in, std::uint32_t seed) {
   const shape& s = in.s;
-  std::mt19937 g(seed);
-  std::normal_distribution<double> nd;
-  std::uniform_int_distribution<int> pick(0, 9);
+  test_random::rng g(seed);
   in.bias.resize(s.heads * s.lq * s.lk);
-  for (auto& x : in.bias) x = pick(g) == 0 ? -std::numeric_limits<T>::infinity() : T(nd(g));
+  for (auto& x : in.bias) x = g.below(10) == 0 ? -std::numeric_limits<T>::infinity() : T(g.normal());
   return {in.bias.data(), 0, std::ptrdiff_t(s.lq * s.lk), std::ptrdiff_t(s.lk), 1};
 }
 
@@ -513,10 +510,9 @@ void special_values(std::size_t lq) {
   run_program<T>(s, 305, [](I&, P& p) { p.multiply(T(sizeof(T) == 4 ? 1e30 : 1e300)); }, 0, exactly<T>);
   // Scores near the largest finite number: q = e_0, scores k_j0 * 0.9 max, k_j0 uniform in [-1, 1].
   run_program<T>(s, 306, [&](I& in, P& p) {
-    std::mt19937 g(7);
-    std::uniform_real_distribution<double> u(-1, 1);
+    test_random::rng g(7);
     for (std::size_t n = 0; n < in.q.size(); ++n) in.q[n] = n % s.dk == 0 ? 1 : 0;
-    for (std::size_t n = 0; n < in.k.size(); n += s.dk) in.k[n] = double(T(u(g)));
+    for (std::size_t n = 0; n < in.k.size(); n += s.dk) in.k[n] = double(T(g.uniform(-1, 1)));
     p.multiply(T(0.9) * std::numeric_limits<T>::max());
   }, 0, exactly<T>);
 }
@@ -880,11 +876,10 @@ double merged(std::size_t n, const double* st, std::ptrdiff_t stride, double* o)
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(merge_partials_and_finish_row) {
-  std::mt19937 g(9);
-  std::normal_distribution<double> nd;
+  test_random::rng g(9);
   row_s.resize(12), row_v.resize(36);
-  for (auto& x : row_s) x = 3 * nd(g);
-  for (auto& x : row_v) x = nd(g);
+  for (auto& x : row_s) x = 3 * g.normal();
+  for (auto& x : row_v) x = g.normal();
   double whole[6], got[3], st[30];
   part(0, 12, 0, whole);  // the whole row in one part: o = whole[2..4] / whole[1], lse = m + ln l
   const auto close = [&](double lse, double e) {

@@ -3,6 +3,7 @@
 
 #include "attnx/kernels/flash_attention.hpp"
 #include "messages.hpp"
+#include "random.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +11,6 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -130,10 +130,9 @@ struct instance {
   }
 
   explicit instance(spec sp, std::uint32_t seed, double value_scale = 1.0) : s(std::move(sp)) {
-    std::mt19937 g(seed);
-    std::normal_distribution<double> nd;
+    test_random::rng g(seed);
     // Round through T so that the reference sees exactly the kernel's inputs.
-    const auto draw = [&] { return double(T(value_scale * nd(g))); };
+    const auto draw = [&] { return double(T(value_scale * g.normal())); };
     q.resize(s.batch * s.heads * s.lq * s.dk);
     k.resize(s.batch * s.kv_heads * s.lk * s.dk);
     v.resize(s.batch * s.kv_heads * s.lk * s.dv);
@@ -142,8 +141,7 @@ struct instance {
     for (auto& x : v) x = draw();
     if (s.mask == mask_kind::bool_full || s.mask == mask_kind::both) {
       bm.reset(new bool[s.batch * s.lq * s.lk]);
-      std::bernoulli_distribution keep(0.7);
-      for (std::size_t n = 0; n < s.batch * s.lq * s.lk; ++n) bm[n] = keep(g);
+      for (std::size_t n = 0; n < s.batch * s.lq * s.lk; ++n) bm[n] = g.chance(0.7);
       for (std::size_t j = 0; j < s.lk; ++j) bm[(0 * s.lq + s.lq / 2) * s.lk + j] = false;  // a fully blocked row
     } else if (s.mask == mask_kind::bool_padding) {
       bm.reset(new bool[s.batch * s.lk]);
@@ -152,8 +150,7 @@ struct instance {
     }
     if (s.mask == mask_kind::additive || s.mask == mask_kind::both) {
       am.resize(s.heads * s.lq * s.lk);
-      std::uniform_int_distribution<int> pick(0, 9);
-      for (auto& x : am) x = pick(g) == 0 ? -std::numeric_limits<T>::infinity() : T(nd(g));
+      for (auto& x : am) x = g.below(10) == 0 ? -std::numeric_limits<T>::infinity() : T(g.normal());
     }
     qb.resize(q.size());
     kb.resize(k.size());
@@ -489,9 +486,8 @@ void check_exp2(const char* name) {
   T* x = in.data() + (64 - reinterpret_cast<std::uintptr_t>(in.data()) % 64) % 64 / sizeof(T);
   T* y = out.data() + (64 - reinterpret_cast<std::uintptr_t>(out.data()) % 64) % 64 / sizeof(T);
   using lim = std::numeric_limits<T>;
-  std::mt19937 g(5);
-  std::uniform_real_distribution<double> u(lim::min_exponent - 1, lim::max_exponent);
-  for (std::size_t i = 0; i < n; ++i) x[i] = T(u(g));
+  test_random::rng g(5);
+  for (std::size_t i = 0; i < n; ++i) x[i] = T(g.uniform(lim::min_exponent - 1, lim::max_exponent));
   const T special[] = {-lim::infinity(), lim::infinity(), lim::quiet_NaN(), T(0), T(-1), T(1), T(lim::max_exponent),
                        T(lim::min_exponent - lim::digits - 1)};
   for (std::size_t i = 0; i < std::size(special); ++i) x[i] = special[i];
