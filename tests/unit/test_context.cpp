@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "messages.hpp"
 #include "naive.hpp"
 
 using namespace attnx;
@@ -233,8 +234,7 @@ BOOST_AUTO_TEST_CASE(exceptions_from_workers_reach_the_caller) {
   auto& pool = exec::thread_pool::instance();
   {
     job j;
-    BOOST_CHECK_EXCEPTION(pool.run(2, fn, &j), std::runtime_error,
-                          [](const std::runtime_error& e) { return std::string(e.what()) == "slot 1"; });
+    BOOST_CHECK_EXCEPTION(pool.run(2, fn, &j), std::runtime_error, test_support::is("slot 1"));
     BOOST_TEST(j.started.load());
   }
   {
