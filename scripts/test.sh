@@ -210,11 +210,10 @@ for c in "${CONFIGS[@]}"; do
         -DATTNX_BUILD_FUZZ=ON -DATTNX_BUILD_EXAMPLES=OFF \
         -DATTNX_FUZZ_SECONDS="${ATTNX_FUZZ_SECONDS:-60}" ;;
     coverage)
-      # The unit test programs (tests/unit/test_*.cpp, and the two of tests/ whose ctest names start with unit.);
-      # run data from an earlier run would add up, so it goes first.
-      unit_targets="$(cd tests/unit && ls test_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')test_mixed_flags test_extern_kernels"
+      # The programs of the unit.* tests (tests/CMakeLists.txt's target attnx_unit_tests); run data from an
+      # earlier run would add up, so it goes first.
       [ -d build/coverage ] && find build/coverage -name '*.gcda' -delete
-      ONLY_TARGETS="$unit_targets" ONLY_TESTS='^unit\.' \
+      ONLY_TARGETS=attnx_unit_tests ONLY_TESTS='^unit\.' \
         run_config coverage g++ "compile_fail|headers|warnings|install|fuzz" \
         -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 --coverage" \
         -DCMAKE_EXE_LINKER_FLAGS=--coverage -DATTNX_SANITIZE=
