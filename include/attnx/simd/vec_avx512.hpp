@@ -44,6 +44,11 @@ struct vec<float, avx512_t> {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
+  // s with lane x (< W) replaced by reduce_add(d): the decode kernel's one-row dots, gathered into one vector key by
+  // key without a store.
+  static reg with_lane_sum(reg s, std::size_t x, reg d) {
+    return _mm512_mask_broadcastss_ps(s, static_cast<__mmask16>(1u << x), _mm_set_ss(reduce_add(d)));
+  }
   // Pairwise sums within 64-bit pairs, then within 128-bit lanes (reduce_quad: c[k]'s lane L, element e, a partial
   // sum of result 4k + e), then across the four lanes (reduce_quads). The halves apart: reduce_quad(a + 4 k) for k
   // = 0..3, then reduce_quads over the four results, is reduce_lanes(a), bit for bit (the decode kernel's four-key
@@ -123,6 +128,9 @@ struct vec<double, avx512_t> {
     const __m256d h = _mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xf, x, 0), _mm512_maskz_extractf64x4_pd(0xf, x, 1));
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  static reg with_lane_sum(reg s, std::size_t x, reg d) {
+    return _mm512_mask_broadcastsd_pd(s, static_cast<__mmask8>(1u << x), _mm_set_sd(reduce_add(d)));
   }
   // Pairwise sums within 128-bit lanes, then across the four lanes (as the float form's last steps).
   static reg reduce_lanes(const reg* a) {
