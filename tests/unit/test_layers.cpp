@@ -344,6 +344,29 @@ void encoder_decoder_case() {
   BOOST_CHECK_THROW((void)dec.step(slice<1, 0, 1>(xt), self, nn::cross(one_item)), extent_error);
   BOOST_TEST(self.length(0) == 0u);
   BOOST_TEST(self.length(1) == 0u);
+  // Over a memory given as such, its rules are checked where the cross-attention reads it, after the
+  // self-attention appended: a step that fails there takes the new tokens out again (the whole batch, or item b),
+  // and the next step gives forward's rows.
+  kv_cache<double, H, D / H> undo(B, Lt);
+  (void)dec.step(slice<1, 0, 1>(xt), undo, nn::cross(memory, key_lengths(lens)));
+  const tensor<double, B, 1, D> second = slice<1, 1, 1>(xt);
+  const tensor<double, dyn, Ls, D> three_items(3);
+  BOOST_CHECK_EXCEPTION((void)dec.step(second, undo, nn::cross(three_items)), extent_error,
+                        test_support::says({"memory_batch 3", "input_batch 2"}));
+  const std::vector<std::size_t> too_long{9, 3}, nine{9};
+  BOOST_CHECK_EXCEPTION((void)dec.step(second, undo, nn::cross(memory, key_lengths(too_long))), std::out_of_range,
+                        test_support::says({"key_lengths[0] = 9"}));
+  const view<const double, dyn, D> mem_1(memory.data() + Ls * D, Ls);
+  tensor<double, dyn, D> row_1(1);
+  for (std::size_t j = 0; j < D; ++j) row_1(0, j) = xt(1, 1, j);
+  BOOST_CHECK_EXCEPTION((void)dec.step(row_1, undo, nn::cross(mem_1, key_lengths(nine)), 1), std::out_of_range,
+                        test_support::says({"key_lengths[0] = 9"}));
+  BOOST_TEST(undo.length(0) == 1u);
+  BOOST_TEST(undo.length(1) == 1u);
+  const tensor<double, B, 1, D> after = dec.step(second, undo, nn::cross(memory, key_lengths(lens)));
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t j = 0; j < D; ++j) BOOST_TEST(std::abs(after(b, 0, j) - y(b, 1, j)) < 1e-12);
+  BOOST_TEST(undo.length(0) == 2u);
 }
 BOOST_AUTO_TEST_CASE(encoder_decoder_pre_norm) { encoder_decoder_case<nn::norm_position::pre>(); }
 BOOST_AUTO_TEST_CASE(encoder_decoder_post_norm) { encoder_decoder_case<nn::norm_position::post>(); }

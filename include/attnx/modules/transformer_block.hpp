@@ -21,8 +21,10 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/unpack.hpp>
@@ -144,16 +146,22 @@ struct transformer_block {
   auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
     return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
   }
+  // (Over a memory given as such, its rules (batch, features, masks) are checked where the cross-attention reads
+  // it, after the self-attention appended: a step that throws then takes the new tokens out of the cache again.)
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, const context& ctx = current_context()) const {
-    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
-                                                  memory_attend(c), ctx);
+    return undoing_appends(cache, [&] {
+      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
+                                                    memory_attend(c), ctx);
+    });
   }
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, std::size_t b,
             const context& ctx = current_context()) const {
-    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
-                                                  memory_attend(c), ctx);
+    return undoing_appends(cache, [&] {
+      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
+                                                    memory_attend(c), ctx);
+    });
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, const context& ctx = current_context()) const {
@@ -238,6 +246,19 @@ struct transformer_block {
     }
     cross_attn.check_memory_input(h, *c.cache);
     sublayers(h, [&](const auto& a) { return attn(a, masks...); }, cached_attend(c, 0, current_context()));
+  }
+  // f(), and if it throws, every item of the cache cut back to its length before.
+  template <class Cache, class F>
+  static auto undoing_appends(Cache& cache, const F& f) {
+    const std::span<const std::size_t> now = cache.lengths();
+    const std::vector<std::size_t> before(now.begin(), now.end());
+    try {
+      return f();
+    } catch (...) {
+      for (std::size_t b = 0; b < before.size(); ++b)
+        if (cache.length(b) > before[b]) cache.truncate(b, before[b]);
+      throw;
+    }
   }
   template <bool CrossOk, class X, class Attend, class CrossAttend>
   auto step_impl(const X& x, const Attend& attend, const CrossAttend& cross_attend, const context& ctx) const {
