@@ -123,14 +123,17 @@ attention_state<T, S> merge_states(const attention_state<T, S>* const* states, s
   const std::size_t rows = m.lse.numel();
   storage<T, dyn> parts(uninitialized, n * (dv + 2));  // each state's row as a partial state: m = lse, l = 1, o = out
   for (std::size_t r = 0; r < rows; ++r) {
+    std::size_t used = 0;
     for (std::size_t c = 0; c < n; ++c) {
-      T* part = parts.data() + c * (dv + 2);
-      part[0] = states[c]->lse.data()[r];
+      const T lse = states[c]->lse.data()[r];
+      if (lse == -std::numeric_limits<T>::infinity()) continue;  // no visible key: adds nothing, whatever its out
+      T* part = parts.data() + used++ * (dv + 2);
+      part[0] = lse;
       part[1] = T(1);
       alg::copy_n(states[c]->out.data() + r * dv, dv, part + 2);
     }
     T* o = m.out.data() + r * dv;
-    m.lse.data()[r] = kernels::finish_row(kernels::merge_partials(n, parts.data(), static_cast<std::ptrdiff_t>(dv + 2), dv, o), o, dv);
+    m.lse.data()[r] = kernels::finish_row(kernels::merge_partials(used, parts.data(), static_cast<std::ptrdiff_t>(dv + 2), dv, o), o, dv);
   }
   return m;
 }

@@ -490,6 +490,26 @@ BOOST_AUTO_TEST_CASE(states_over_caches) {
   attnx::kv_cache<double, G, d> wider(B + 1, 4);
   BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, wider), attnx::extent_error,
                         says({"attend(q, cache): q's batch must be the cache's: q_batch 2, cache_batch 3"}));
+  // ... except a cache of one item with cache_keys::all, which every item of q reads (a prefix stored once): the
+  // same bits as the tokens stored in every item (double, and bf16 under float queries); causal rows still refuse it
+  attnx::kv_cache<double, G, d> once(1, 4), every(B, 4);
+  once.append(0, sk[0].data(), sv[0].data(), 3);
+  for (std::size_t b = 0; b < B; ++b) every.append(b, sk[0].data(), sv[0].data(), 3);
+  const auto s_once = attnx::partial_attention(qt, once, attnx::cache_keys::all);
+  const auto s_every = attnx::partial_attention(qt, every, attnx::cache_keys::all);
+  BOOST_TEST(std::memcmp(s_once.out.data(), s_every.out.data(), sizeof(double) * s_every.out.numel()) == 0);
+  BOOST_TEST(std::memcmp(s_once.lse.data(), s_every.lse.data(), sizeof(double) * s_every.lse.numel()) == 0);
+  BOOST_TEST(std::abs(s_once.out(1, 2, 1, 3) - s_once.out(0, 2, 1, 3)) > 1e-6);  // (each item's own queries)
+  attnx::kv_cache<float, G, d, d, attnx::bf16> once16(1, 4), every16(B, 4);
+  const std::vector<float> k0(as<float>(sk[0])), v0(as<float>(sv[0]));
+  once16.append(0, k0.data(), v0.data(), 3);
+  for (std::size_t b = 0; b < B; ++b) every16.append(b, k0.data(), v0.data(), 3);
+  const auto h_once = attnx::partial_attention(qf, once16, attnx::cache_keys::all);
+  const auto h_every = attnx::partial_attention(qf, every16, attnx::cache_keys::all);
+  BOOST_TEST(std::memcmp(h_once.out.data(), h_every.out.data(), sizeof(float) * h_every.out.numel()) == 0);
+  BOOST_TEST(std::memcmp(h_once.lse.data(), h_every.lse.data(), sizeof(float) * h_every.lse.numel()) == 0);
+  BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, once), attnx::extent_error, says({"q_batch 2, cache_batch 1"}));
+  BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, once), attnx::extent_error, says({"q_batch 2, cache_batch 1"}));
   // every item empty, all keys: no key anywhere (L_k 0 for the kernel), out 0 and lse -inf from the kernel
   attnx::kv_cache<double, G, d> empty(B, 4);
   const auto se = attnx::partial_attention(qt, empty, attnx::cache_keys::all);
@@ -570,6 +590,13 @@ BOOST_AUTO_TEST_CASE(merge_shapes_ranges_and_special_values) {
   const auto m2 = attnx::merge(x, y);
   BOOST_TEST(m2.lse(0) == inf);
   BOOST_TEST(m2.out(0, 3) == 4.0f);
+  // a state of no visible key (lse -inf) adds nothing whatever its output holds (built by hand: NaN here)
+  x.lse(0) = -inf;
+  x.lse(1) = -inf;
+  for (std::size_t c4 = 0; c4 < 4; ++c4) x.out(0, c4) = x.out(1, c4) = std::numeric_limits<float>::quiet_NaN();
+  const auto m3 = attnx::merge(x, y);
+  BOOST_TEST(std::memcmp(m3.out.data(), y.out.data(), sizeof(float) * y.out.numel()) == 0);
+  BOOST_TEST(std::memcmp(m3.lse.data(), y.lse.data(), sizeof(float) * y.lse.numel()) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(grow_fork_reorder_and_raw_rows) {

@@ -305,16 +305,17 @@ namespace detail {
 // Attention of n new query rows per item over the cache, causal within each item's own length (the
 // queries are each item's last n tokens): q and out as strided stacks (b, h, i), items [b0, b0 + batch).
 // causal_order = false: every query row sees every key its item holds (a cross-attention memory).
-// lse: the rows' log-sum-exp as a (b, h, i) stack, or none.
+// lse: the rows' log-sum-exp as a (b, h, i) stack, or none. one_item: item b0 alone is read by all the batch
+// items of q (a prefix stored once).
 template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
                   kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true,
-                  kernels::strided<T> lse = {}) {
+                  kernels::strided<T> lse = {}, bool one_item = false) {
   if (batch == 0 || n == 0) return;
   storage<std::size_t, dyn> lens(uninitialized, batch);
   std::size_t lk = 0;
   for (std::size_t b = 0; b < batch; ++b) {
-    lens[b] = cache.length(b0 + b);
+    lens[b] = cache.length(one_item ? b0 : b0 + b);
     if (causal_order && lens[b] < n)
       detail::throw_extent_error("attend: every query row must be one of the cache's tokens (append first; batch item " +
                                      std::to_string(b0 + b) + ")",
@@ -326,6 +327,7 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   p.o = out;
   p.lse = lse;
   cache.describe(p, b0);
+  if (one_item) p.k.batch = p.v.batch = p.k16.batch = p.v16.batch = 0;
   p.batch = batch;
   p.heads = heads;
   p.kv_heads = Cache::kv_heads;
@@ -366,7 +368,8 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
     const basic_tensor<T, SQ> qt = q;
     const auto d = qt.dims();
     if (d[3] != Dk) detail::throw_extent_error("attend(q, cache): q's last axis must be the cache's d_k", "q_features", d[3], "d_k", Dk);
-    if (d[0] != cache.batch())
+    const bool one_item = keys == cache_keys::all && cache.batch() == 1;  // read by every item of q
+    if (d[0] != cache.batch() && !one_item)
       detail::throw_extent_error("attend(q, cache): q's batch must be the cache's", "q_batch", d[0], "cache_batch", cache.batch());
     if (d[1] % G != 0)
       detail::throw_extent_error("attend(q, cache): q's heads must be a multiple of the cache's kv_heads", "heads", d[1], "kv_heads", G);
@@ -377,7 +380,7 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
     const kernels::strided<T> os{s.out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
                                  static_cast<std::ptrdiff_t>(Dv)};
     const kernels::strided<T> ls = with_lse ? kernels::strided<T>{s.lse.data(), H * N, N, 1} : kernels::strided<T>{};
-    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls);
+    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls, one_item);
     return s;
   } else {
     return state{};
@@ -400,7 +403,8 @@ auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& c
 // The same as an attention state (state.hpp): out (B, heads, n, d_v) and lse (B, heads, n), to merge with the
 // states of keys held elsewhere: a shared prefix in one cache (cache_keys::all) and each sequence's own tokens in
 // another (cache_keys::causal_rows), say. With cache_keys::all an item with no token gives out 0 and lse -inf for its
-// rows (it adds nothing to a merge); with causal, as attend, its rows must be among its tokens.
+// rows (it adds nothing to a merge), and a cache of one item is read by every item of q (a prefix stored once);
+// with causal, as attend, q's batch is the cache's and its rows must be among each item's tokens.
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, std::type_identity_t<T> scale,
                        const context& ctx = current_context()) {
