@@ -580,7 +580,10 @@ class multi_head_attention {
     static_assert(cache_fits<Cache>, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
     static_assert(!cache_fits<Cache> || features_ok<SX>,
                   "attnx: multi_head_attention::step: x's feature extent (its last axis) must equal d_model");
-    if constexpr (!cache_fits<Cache> || !features_ok<SX> || !well_formed) {
+    constexpr bool type_ok = std::is_same_v<value_t<X>, T>;
+    static_assert(!cache_fits<Cache> || !features_ok<SX> || type_ok,
+                  "attnx: multi_head_attention::step: x must have the module's element type T (convert it: cast<T>(x))");
+    if constexpr (!cache_fits<Cache> || !features_ok<SX> || !type_ok || !well_formed) {
       return basic_tensor<T, output_placeholder<SX>>{};
     } else {
       return step_run(x, cache, where, ctx);
