@@ -162,5 +162,16 @@ attention_state<T, S> merge(const attention_state<T, S>& first, const More&... m
   const attention_state<T, S>* const ptrs[] = {&first, &more...};
   return detail::merge_states(ptrs, 1 + sizeof...(More));
 }
+// States of different types (element type or shape type: a state of static tensors and one from a KV cache, say):
+// one error naming the rule and the types.
+template <class A, class... More>
+  requires detail::is_attention_state_v<A> && (detail::is_attention_state_v<More> && ...) &&
+           (!std::is_same_v<More, A> || ...)
+A merge(const A& first, const More&...) {
+  static_assert(error::holds<error::merge_state_types_differ<error::first_state<A>, error::other_states<More...>>>,
+                "attnx: merge: the states must have one type (element type and shape type); convert the others to the "
+                "first's: attention_state<T, S>{s.out, s.lse}");
+  return first;
+}
 
 }  // namespace attnx
