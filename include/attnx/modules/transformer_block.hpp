@@ -121,7 +121,8 @@ struct transformer_block {
   template <expression X, class... Args>
   constexpr auto forward(const X& x, const Args&... args) const {
     using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && check_cross<Args...>();
+    constexpr bool features_ok = detail::check_features<S, D, failed_v<X>>();
+    constexpr bool ok = features_ok && check_type<X, !features_ok || failed_v<X>>() && check_cross<Args...>();
     if constexpr (!ok || failed_v<X>) {
       return basic_tensor<T, S>{};
     } else {
@@ -178,6 +179,16 @@ struct transformer_block {
 
  private:
   struct none {};
+  // x's element type must be the block's (Quiet: an earlier rule failed, no second error).
+  template <class X, bool Quiet>
+  static constexpr bool check_type() {
+    constexpr bool ok = std::is_same_v<value_t<X>, T>;
+    static_assert(Quiet || ok ||
+                      error::holds<error::block_input_element_type_differs<error::input_element_type<value_t<X>>,
+                                                                           error::block_element_type<T>>>,
+                  "attnx: nn::transformer_block: x must have the block's element type T (convert it: cast<T>(x))");
+    return ok;
+  }
   // The cross-attention rules: a memory exactly when the block has cross-attention, right after x (forward) or
   // the cache (step).
   template <class... Args>
@@ -263,7 +274,8 @@ struct transformer_block {
   template <bool CrossOk, class X, class Attend, class CrossAttend>
   auto step_impl(const X& x, const Attend& attend, const CrossAttend& cross_attend, const context& ctx) const {
     using S = shape_of_t<X>;
-    constexpr bool ok = detail::check_features<S, D, failed_v<X>>() && CrossOk;
+    constexpr bool features_ok = detail::check_features<S, D, failed_v<X>>();
+    constexpr bool ok = features_ok && check_type<X, !features_ok || failed_v<X>>() && CrossOk;
     if constexpr (!ok || failed_v<X>) {
       return basic_tensor<T, S>{};
     } else {
