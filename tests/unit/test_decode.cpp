@@ -367,7 +367,8 @@ void forms(std::initializer_list<form> fs, std::uint32_t seed) {
     const shape s{2, 8, 8, f.lq, 603, f.dk, f.dv, int(seed % 3)};
     BOOST_TEST_CONTEXT(s) {
       run_program<T>(s, seed++, [](I& in, P& p) { p.multiply(T(1) / std::sqrt(T(in.s.dk))); });
-      run_program<T>(s, seed++, [ms = seed](I& in, P& p) { p.multiply(T(0.125)).boolean_mask(random_mask(in, ms)); });
+      const std::uint32_t values = seed++, ms = seed;  // (two arguments apart: their order is the compiler's)
+      run_program<T>(s, values, [ms](I& in, P& p) { p.multiply(T(0.125)).boolean_mask(random_mask(in, ms)); });
     }
   }
 }
