@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     const auto worse = [](float e, float a, float b) {
       if (a == b) return e;  // infinities included
       const float diff = std::abs(a - b);
-      return diff <= e ? e : diff > e ? diff : std::numeric_limits<float>::infinity();
+      return std::isnan(diff) ? std::numeric_limits<float>::infinity() : std::max(e, diff);
     };
     float err = 0, lse_err = 0;
     for (std::size_t x = 0; x < whole.numel(); ++x) err = worse(err, merged.out.data()[x], whole.data()[x]);
