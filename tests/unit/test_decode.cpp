@@ -811,6 +811,52 @@ BOOST_AUTO_TEST_CASE(bf16_and_f16_keys_and_values) {
   BOOST_CHECK_THROW(ak::flash_attention(d.problem(), isa::scalar, 1), std::invalid_argument);
 }
 
+// Prefill (more than 16 rows) over bf16 / f16 K and V: each thread widens the rows its work items read, one
+// (batch item, KV head) at a time, into a buffer of its own. Against the reference of the stored values, and the
+// same bits as the prefill kernel over float K and V that hold the stored values, on 1 and 2 threads (2 threads
+// take the items longest first, so a thread's consecutive items change KV head and number of keys).
+BOOST_AUTO_TEST_CASE(prefill_over_16bit_storage) {
+  using I = instance<float>;
+  using P = ak::attention_problem<float>;
+  const auto top = causal_kind::top_left, bottom = causal_kind::bottom_right;
+  const struct {
+    const char* name;
+    shape s;
+    program<float> prog;
+  } cases[] = {
+      {"GQA, top_left, key_lengths {700, 130, 0}", {3, 8, 2, 100, 700, 64, 40, 1},
+       [=](I& in, P& p) { in.lengths = {700, 130, 0}, p.multiply(0.125f).causal(top).key_lengths(in.lengths.data()); }},
+      {"bottom_right", {2, 4, 4, 40, 300, 40, 24, 2}, [=](I&, P& p) { p.multiply(0.15f).causal(bottom); }},
+      {"causal_lengths {20, 500}, MQA", {2, 4, 1, 20, 500, 32, 32, 0},
+       [](I& in, P& p) { in.lengths = {20, 500}, p.multiply(0.2f).causal_lengths(in.lengths.data()); }},
+      {"boolean (no key skipped), Lq 33", {2, 4, 2, 33, 200, 16, 16, 1},
+       [](I& in, P& p) { p.multiply(0.25f).boolean_mask(random_mask(in, 31)); }},
+  };
+  std::uint32_t seed = 600;
+  for (ak::kv_storage kind : {ak::kv_storage::bf16, ak::kv_storage::f16})
+    for (const auto& c : cases)
+      BOOST_TEST_CONTEXT((kind == ak::kv_storage::bf16 ? "bf16 " : "f16 ") << c.name << ", " << c.s) {
+        I h(c.s, seed), f(c.s, seed);  // the same values: K and V as 16-bit values, and as float holding them
+        ++seed;
+        h.kv = kind;
+        P ph = h.problem();
+        c.prog(h, ph);
+        for (auto* x : {&f.k, &f.v})
+          for (double& e : *x) e = stored(kind, e);
+        P pf = f.problem();
+        c.prog(f, pf);
+        run_all(h, ph, reference(pf, f.q, f.k, f.v), tol<float>, {});
+        for (isa i : attnx::simd::supported())
+          for (unsigned t : {1u, 2u}) {
+            h.run(ph, i, t), f.run(pf, i, t);
+            BOOST_TEST(std::memcmp(h.ob.data(), f.ob.data(), h.ob.size() * sizeof(float)) == 0,
+                       attnx::simd::name(i) << ", " << t << " threads: o differs from float K/V's");
+            BOOST_TEST(std::memcmp(h.lb.data(), f.lb.data(), h.lb.size() * sizeof(float)) == 0,
+                       attnx::simd::name(i) << ", " << t << " threads: lse differs from float K/V's");
+          }
+      }
+}
+
 BOOST_AUTO_TEST_CASE(half_conversions) {
   using attnx::bf16;
   using attnx::f16;

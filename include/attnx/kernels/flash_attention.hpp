@@ -303,10 +303,14 @@ struct flash_kernel_ref {
   std::size_t scratch, limits;    // per thread: elements of T, then indices (for this problem's dk, dv)
   void (*run_block)(const attention_problem<T>&, const score_plan<T>&, std::size_t b, std::size_t h, std::size_t i0,
                     std::size_t blocks, T* buf, std::size_t* limits);
+  // bf16 / f16 K and V (T = float): rows [j0, j1) of one matrix widened into dst (row stride ld).
+  void (*widen_rows)(kv_storage, const std::uint16_t* src, std::ptrdiff_t row, std::size_t j0, std::size_t j1,
+                     std::size_t d, T* dst, std::size_t ld);
 };
 template <class Kernel, class T>
 flash_kernel_ref<T> kernel_ref(const attention_problem<T>& p) {
-  return {Kernel::MQ, Kernel::G, Kernel::scratch_elems(p.dk, p.dv), Kernel::limit_elems(), &Kernel::run_block};
+  return {Kernel::MQ, Kernel::G, Kernel::scratch_elems(p.dk, p.dv), Kernel::limit_elems(), &Kernel::run_block,
+          &Kernel::widen_rows};
 }
 
 // Splits the problem into (batch, head, query block) work items, longest first (causal blocks near the
@@ -316,7 +320,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   const score_plan<T> plan = make_plan(p);
 
   struct item {
-    std::size_t cost, i0, blocks;
+    std::size_t cost, i0, blocks, keys;
     std::uint32_t b, h;
   };
   const std::size_t MQ = kernel.mq;
@@ -331,9 +335,15 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   // Work items (batch, head, query blocks), the head inside the batch item and the query blocks inside the
   // head, so that consecutive items read the same K and V (which stay in L2 between them).
   struct span {
-    std::size_t cost, qb, n;
+    std::size_t cost, qb, n, keys;
   };
-  // Per batch item: the query-block groups and their cost (keys x rows); at most one per query block.
+  // bf16 / f16 K and V: each thread widens the keys and values its item reads, one (b, KV head) at a time,
+  // into a buffer of its own (kept while its next items read the same matrices), instead of a float copy
+  // of the whole stack.
+  const bool widen = p.kv != kv_storage::same;
+  const bool hard = plan.skip_final == -std::numeric_limits<T>::infinity();
+  // Per batch item: the query-block groups, their cost (keys x rows) and the keys they read (the kernel's
+  // kend); at most one per query block.
   storage<span, dyn> spans(uninitialized, p.batch * blocks);
   std::size_t ns = 0;
   double total = 0;
@@ -346,8 +356,13 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
         const std::size_t last = alg::min(p.lq, (g + 1) * MQ) - 1;
         cost += (skip_limit(p, plan, b, last) + 1) * (last + 1 - g * MQ);
       }
+      std::size_t keys = p.lk;
+      if (widen && hard) {  // as the kernel's kend: the most keys any of the rows may not skip
+        keys = 0;
+        for (std::size_t i = qb * MQ; i < alg::min(p.lq, (qb + n) * MQ); ++i) keys = alg::max(keys, skip_limit(p, plan, b, i));
+      }
       total += double(cost) * double(p.heads);
-      spans[ns++] = {cost, qb, n};
+      spans[ns++] = {cost, qb, n, keys};
     }
   const std::size_t per_b = ns / p.batch, ni = ns * p.heads;
   storage<item, dyn> items(uninitialized, ni);
@@ -355,7 +370,8 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t h = 0; h < p.heads; ++h)
       for (std::size_t s = b * per_b; s < (b + 1) * per_b; ++s)
-        items[n_items++] = {spans[s].cost, spans[s].qb * MQ, spans[s].n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)};
+        items[n_items++] = {spans[s].cost, spans[s].qb * MQ, spans[s].n, spans[s].keys, static_cast<std::uint32_t>(b),
+                            static_cast<std::uint32_t>(h)};
   const double flops = 2.0 * total * double(p.dk + p.dv);
   const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
   const auto slots = static_cast<unsigned>(alg::min<std::size_t>({threads, ni, by_work}));
@@ -366,12 +382,42 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   const std::size_t tile_bytes = kernel.scratch * sizeof(T);
   const std::size_t bytes = (tile_bytes + kernel.limits * sizeof(std::size_t) + 63) / 64 * 64;
   const scratch_block buf(bytes * slots);
+  // Widening: per thread, L_k rows of K then of V (rows padded to 64 bytes), and which (b, KV head) they hold,
+  // how many rows.
+  struct widened {
+    std::size_t b, g, rows;
+  };
+  const std::size_t ldk = (p.dk + 15) / 16 * 16, ldv = (p.dv + 15) / 16 * 16;
+  const std::size_t kv_elems = widen ? p.lk * (ldk + ldv) : 0;
+  const scratch_block kv_buf(kv_elems * sizeof(T) * slots);
+  storage<widened, dyn> held(uninitialized, widen ? slots : 0);
+  for (unsigned s = 0; widen && s < slots; ++s) held[s] = {0, 0, 0};
+  const std::size_t group_heads = p.heads / p.kv_heads;
 
   exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
     std::byte* mine = buf.get() + bytes * slot;
     const item& it = items[n];
-    kernel.run_block(p, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
-                      reinterpret_cast<std::size_t*>(mine + tile_bytes));
+    if (!widen) {
+      kernel.run_block(p, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
+                       reinterpret_cast<std::size_t*>(mine + tile_bytes));
+      return;
+    }
+    T* const k = reinterpret_cast<T*>(kv_buf.get()) + kv_elems * slot;
+    T* const v = k + p.lk * ldk;
+    widened& w = held[slot];
+    const std::size_t g = it.h / group_heads;
+    if (w.b != it.b || w.g != g) w = {it.b, g, 0};
+    if (w.rows < it.keys) {
+      kernel.widen_rows(p.kv, p.k16.matrix(it.b, g), p.k16.row, w.rows, it.keys, p.dk, k, ldk);
+      kernel.widen_rows(p.kv, p.v16.matrix(it.b, g), p.v16.row, w.rows, it.keys, p.dv, v, ldv);
+      w.rows = it.keys;
+    }
+    attention_problem<T> q = p;  // the same problem with K and V in the buffer, for every (b, KV head)
+    q.kv = kv_storage::same;
+    q.k = {k, 0, 0, static_cast<std::ptrdiff_t>(ldk)};
+    q.v = {v, 0, 0, static_cast<std::ptrdiff_t>(ldv)};
+    kernel.run_block(q, plan, it.b, it.h, it.i0, it.blocks, reinterpret_cast<T*>(mine),
+                     reinterpret_cast<std::size_t*>(mine + tile_bytes));
   });
 }
 
@@ -507,32 +553,6 @@ void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
   }
 }
 
-// K and V stored as bf16 / f16 on the prefill path: converted to T once (into k and v, every element
-// written), then the ordinary kernel.
-template <class T>
-void widen_kv(const attention_problem<T>& p, storage<T, dyn>& k, storage<T, dyn>& v, attention_problem<T>& wide) {
-  wide = p;
-  wide.kv = kv_storage::same;
-  const auto widen = [&](strided<const std::uint16_t> src, std::size_t d, storage<T, dyn>& buf) -> strided<const T> {
-    buf = storage<T, dyn>(uninitialized, p.batch * p.kv_heads * p.lk * d);
-    T* const dst = buf.data();
-    std::size_t n = 0;
-    for (std::size_t b = 0; b < p.batch; ++b)
-      for (std::size_t g = 0; g < p.kv_heads; ++g) {
-        const std::uint16_t* m = src.matrix(b, g);
-        for (std::size_t j = 0; j < p.lk; ++j)
-          for (std::size_t c = 0; c < d; ++c) {
-            const std::uint16_t x = m[static_cast<std::ptrdiff_t>(j) * src.row + static_cast<std::ptrdiff_t>(c)];
-            dst[n++] = static_cast<T>(p.kv == kv_storage::bf16 ? float(bf16::from_bits(x)) : f16::to_float(x));
-          }
-      }
-    const auto row = static_cast<std::ptrdiff_t>(d);
-    return {dst, static_cast<std::ptrdiff_t>(p.kv_heads * p.lk) * row, static_cast<std::ptrdiff_t>(p.lk) * row, row};
-  };
-  wide.k = widen(p.k16, p.dk, k);
-  wide.v = widen(p.v16, p.dv, v);
-}
-
 // The kernel of one instruction set (only where simd::cpu_supports(I)).
 template <class T, simd::isa I>
 void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
@@ -550,12 +570,6 @@ void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
       return run_decode_kv<T, avx512::decode_kernel>(p, threads);
     }
 #endif
-  }
-  if (p.kv != kv_storage::same) {
-    storage<T, dyn> k, v;
-    attention_problem<T> wide;
-    widen_kv(p, k, v, wide);
-    return flash_attention_isa<T, I>(wide, threads);
   }
   if constexpr (I == simd::isa::scalar) {
     run_flash(p, threads, kernel_ref<scalar::kernel<T>>(p));
