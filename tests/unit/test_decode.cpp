@@ -857,6 +857,59 @@ BOOST_AUTO_TEST_CASE(prefill_over_16bit_storage) {
       }
 }
 
+// K and V shared by every batch item (batch stride 0: a prefix stored once) under a program that depends on neither the
+// item nor the row: the items' rows run as rows of one problem (detail::kv_shared_by_batch, batch_folded), K and V
+// read once. Against the reference (every item's K and V item 0's), every instruction set, 1 and 2 threads; and the
+// programs that must not be folded (causal, key lengths that differ by item, a mask per item) still right.
+BOOST_AUTO_TEST_CASE(kv_shared_by_the_batch) {
+  using I = instance<float>;
+  using P = ak::attention_problem<float>;
+  const struct {
+    const char* name;
+    shape s;
+    ak::kv_storage kv;
+    bool folded;
+    program<float> prog;
+  } cases[] = {
+      {"one row, equal key lengths", {4, 8, 8, 1, 1100, 128, 128, 0}, ak::kv_storage::same, true,
+       [](I& in, P& p) { in.lengths = {900, 900, 900, 900}, p.multiply(0.088f).key_lengths(in.lengths.data()); }},
+      {"bf16, one row", {3, 4, 4, 1, 700, 64, 64, 1}, ak::kv_storage::bf16, true, [](I&, P& p) { p.multiply(0.125f); }},
+      {"GQA 2 rows, key padding", {3, 8, 2, 2, 700, 64, 40, 2}, ak::kv_storage::same, true,
+       [](I&, P& p) { p.multiply(0.125f).key_padding(650); }},
+      {"f16 prefill rows, (1, H, 1, Lk) mask and bias", {2, 4, 2, 20, 300, 32, 32, 1}, ak::kv_storage::f16, true,
+       [](I& in, P& p) {
+         in.mask.reset(new bool[4 * 300]);
+         for (std::size_t n = 0; n < 4 * 300; ++n) in.mask[n] = n * 7919 % 7 != 0;
+         in.bias.resize(4 * 300);
+         for (std::size_t n = 0; n < in.bias.size(); ++n) in.bias[n] = float(int(n * 31 % 11) - 5) / 8;
+         p.multiply(0.2f).boolean_mask({in.mask.get(), 0, 300, 0, 1}).additive_mask({in.bias.data(), 0, 300, 0, 1});
+       }},
+      {"not folded: bottom_right", {2, 4, 4, 3, 200, 16, 16, 0}, ak::kv_storage::same, false,
+       [](I&, P& p) { p.multiply(0.25f).causal(causal_kind::bottom_right); }},
+      {"not folded: key lengths {300, 120}", {2, 4, 2, 2, 300, 16, 16, 1}, ak::kv_storage::same, false,
+       [](I& in, P& p) { in.lengths = {300, 120}, p.multiply(0.25f).key_lengths(in.lengths.data()); }},
+      {"not folded: a mask per item", {2, 4, 2, 4, 300, 32, 32, 2}, ak::kv_storage::same, false,
+       [](I& in, P& p) { p.multiply(0.25f).boolean_mask(random_mask(in, 41)); }},
+  };
+  std::uint32_t seed = 700;
+  for (const auto& c : cases)
+    BOOST_TEST_CONTEXT(c.name << ", " << c.s) {
+      I in(c.s, seed++);
+      in.kv = c.kv;
+      const std::size_t nk = c.s.kv_heads * c.s.lk;  // every item's K and V rows: item 0's
+      for (auto [x, d] : {std::pair(&in.k, c.s.dk), std::pair(&in.v, c.s.dv)})
+        for (std::size_t b = 1; b < c.s.batch; ++b) std::copy_n(x->begin(), nk * d, x->begin() + std::ptrdiff_t(b * nk * d));
+      if (c.kv != ak::kv_storage::same)
+        for (auto* x : {&in.k, &in.v})
+          for (double& e : *x) e = stored(c.kv, e);
+      P p = in.problem();
+      c.prog(in, p);
+      p.k.batch = p.v.batch = p.k16.batch = p.v16.batch = 0;
+      BOOST_TEST(ak::detail::kv_shared_by_batch(p) == c.folded);
+      run_all(in, p, reference(p, in.q, in.k, in.v), tol<float>, {});
+    }
+}
+
 BOOST_AUTO_TEST_CASE(half_conversions) {
   using attnx::bf16;
   using attnx::f16;

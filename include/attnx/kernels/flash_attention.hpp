@@ -553,12 +553,74 @@ void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
   }
 }
 
+// Keys and values shared by every batch item (batch stride 0: a prefix stored once, a memory of one item), under a
+// score program that depends on neither the item nor the row: factors, key padding, key lengths equal for every
+// item, masks and biases broadcast over items and rows. The items' rows are then rows of one problem
+// (batch_folded), so that K and V are read once for all the items instead of once per item.
+template <class T>
+bool kv_shared_by_batch(const attention_problem<T>& p) {
+  if (p.batch < 2 || p.lk == 0) return false;
+  if (p.kv == kv_storage::same ? p.k.batch != 0 || p.v.batch != 0 : p.k16.batch != 0 || p.v16.batch != 0) return false;
+  for (std::size_t s = 0; s < p.n_steps; ++s) {
+    const score_step<T>& st = p.steps[s];
+    switch (st.kind) {
+      case step_kind::multiply:
+      case step_kind::divide:
+      case step_kind::key_padding: break;
+      case step_kind::key_lengths:
+        for (std::size_t b = 1; b < p.batch; ++b)
+          if (st.lengths[b] != st.lengths[0]) return false;
+        break;
+      case step_kind::boolean_mask:
+        if (st.mask.batch != 0 || st.mask.row != 0) return false;
+        break;
+      case step_kind::additive_mask:
+        if (st.bias.batch != 0 || st.bias.row != 0) return false;
+        break;
+      default: return false;  // the causal steps: a row's visible keys depend on its index
+    }
+  }
+  return true;
+}
+
+template <class T, simd::isa I>
+void flash_attention_isa(const attention_problem<T>& p, unsigned threads);
+
+// p (kv_shared_by_batch) as one batch item of batch x lq rows per head: the queries gathered head by head, item
+// after item; the outputs and log-sum-exps scattered back.
+template <class T, simd::isa I>
+void batch_folded(const attention_problem<T>& p, unsigned threads) {
+  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+  const std::size_t rows = p.batch * p.lq;
+  storage<T, dyn> q(uninitialized, p.heads * rows * p.dk), o(uninitialized, p.heads * rows * p.dv),
+      l(uninitialized, p.lse.data ? p.heads * rows : 0);
+  for (std::size_t h = 0; h < p.heads; ++h)
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t i = 0; i < p.lq; ++i)
+        alg::copy_n(p.q.matrix(b, h) + sz(i) * p.q.row, p.dk, q.data() + (h * rows + b * p.lq + i) * p.dk);
+  attention_problem<T> f = p;
+  f.batch = 1;
+  f.lq = rows;
+  f.q = {q.data(), 0, sz(rows * p.dk), sz(p.dk)};
+  f.o = {o.data(), 0, sz(rows * p.dv), sz(p.dv)};
+  if (p.lse.data) f.lse = {l.data(), 0, sz(rows), 1};
+  flash_attention_isa<T, I>(f, threads);
+  for (std::size_t h = 0; h < p.heads; ++h)
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t i = 0; i < p.lq; ++i) {
+        const std::size_t r = h * rows + b * p.lq + i;
+        alg::copy_n(o.data() + r * p.dv, p.dv, p.o.matrix(b, h) + sz(i) * p.o.row);
+        if (p.lse.data) p.lse.matrix(b, h)[sz(i) * p.lse.row] = l[r];
+      }
+}
+
 // The kernel of one instruction set (only where simd::cpu_supports(I)).
 template <class T, simd::isa I>
 void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "flash_attention: float or double");
   validate(p);
   if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
+  if (kv_shared_by_batch(p)) return batch_folded<T, I>(p, threads);
   if (p.lq <= decode_max_rows) {
     if constexpr (I == simd::isa::scalar) {
       return run_decode_kv<T, scalar::decode_kernel>(p, threads);
@@ -586,7 +648,9 @@ void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
 }  // namespace detail
 
 // O = softmax(scores(Q K^T)) V for every (batch, head); see attention_problem. The instruction set must
-// be one this CPU has (std::invalid_argument otherwise); threads: at most that many (>= 1).
+// be one this CPU has (std::invalid_argument otherwise); threads: at most that many (>= 1). K and V of batch
+// stride 0 (shared by every item) are read once for all the items when the score program allows it
+// (detail::kv_shared_by_batch).
 template <class T>
 void flash_attention(const attention_problem<T>& p, simd::isa i, unsigned threads) {
   if (!simd::cpu_supports(i))

@@ -306,7 +306,7 @@ namespace detail {
 // queries are each item's last n tokens): q and out as strided stacks (b, h, i), items [b0, b0 + batch).
 // causal_order = false: every query row sees every key its item holds (a cross-attention memory).
 // lse: the rows' log-sum-exp as a (b, h, i) stack, or none. one_item: item b0 alone is read by all the batch
-// items of q (a prefix stored once).
+// items of q (a prefix stored once; K and V of batch stride 0, which the kernel reads once for all the items).
 template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
                   kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true,
