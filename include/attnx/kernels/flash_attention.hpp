@@ -559,7 +559,7 @@ void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
 // (batch_folded), so that K and V are read once for all the items instead of once per item.
 template <class T>
 bool kv_shared_by_batch(const attention_problem<T>& p) {
-  if (p.batch < 2 || p.lk == 0) return false;
+  if (p.batch <= 1 || p.lk == 0) return false;  // (`p.batch < 2`: clang 14 reads attnx::batch<2...>)
   if (p.kv == kv_storage::same ? p.k.batch != 0 || p.v.batch != 0 : p.k16.batch != 0 || p.v16.batch != 0) return false;
   for (std::size_t s = 0; s < p.n_steps; ++s) {
     const score_step<T>& st = p.steps[s];
