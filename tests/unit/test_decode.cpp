@@ -858,8 +858,8 @@ BOOST_AUTO_TEST_CASE(prefill_over_16bit_storage) {
 }
 
 // K and V shared by every batch item (batch stride 0: a prefix stored once) under a program that depends on neither the
-// item nor the row: the items' rows run as rows of one problem (detail::kv_shared_by_batch, batch_folded), K and V
-// read once. Against the reference (every item's K and V item 0's), every instruction set, 1 and 2 threads; and the
+// item nor the row, L_q at most 16: the items' rows run as rows of one problem (detail::kv_shared_by_batch,
+// batch_folded), K and V read once. Against the reference (every item's K and V item 0's), every instruction set, 1 and 2 threads; and the
 // programs that must not be folded (causal, key lengths that differ by item, a mask per item) still right.
 BOOST_AUTO_TEST_CASE(kv_shared_by_the_batch) {
   using I = instance<float>;
@@ -876,9 +876,10 @@ BOOST_AUTO_TEST_CASE(kv_shared_by_the_batch) {
       {"bf16, one row", {3, 4, 4, 1, 700, 64, 64, 1}, ak::kv_storage::bf16, true, [](I&, P& p) { p.multiply(0.125f); }},
       {"GQA 2 rows, key padding", {3, 8, 2, 2, 700, 64, 40, 2}, ak::kv_storage::same, true,
        [](I&, P& p) { p.multiply(0.125f).key_padding(650); }},
-      {"f16 prefill rows, (1, H, 1, Lk) mask and bias", {2, 4, 2, 20, 300, 32, 32, 1}, ak::kv_storage::f16, true,
+      {"f16, 2 x 12 rows (the prefill kernel), (1, H, 1, Lk) mask and bias", {2, 4, 2, 12, 300, 32, 32, 1},
+       ak::kv_storage::f16, true,
        [](I& in, P& p) {
-         in.mask.reset(new bool[4 * 300]);
+         in.mask.reset(new bool[4 * 300]);  // (1, H, 1, Lk)
          for (std::size_t n = 0; n < 4 * 300; ++n) in.mask[n] = n * 7919 % 7 != 0;
          in.bias.resize(4 * 300);
          for (std::size_t n = 0; n < in.bias.size(); ++n) in.bias[n] = float(int(n * 31 % 11) - 5) / 8;
@@ -890,6 +891,8 @@ BOOST_AUTO_TEST_CASE(kv_shared_by_the_batch) {
        [](I& in, P& p) { in.lengths = {300, 120}, p.multiply(0.25f).key_lengths(in.lengths.data()); }},
       {"not folded: a mask per item", {2, 4, 2, 4, 300, 32, 32, 2}, ak::kv_storage::same, false,
        [](I& in, P& p) { p.multiply(0.25f).boolean_mask(random_mask(in, 41)); }},
+      {"not folded: L_q 17 (prefill rows in every item)", {2, 4, 2, 17, 300, 32, 32, 0}, ak::kv_storage::bf16, false,
+       [](I&, P& p) { p.multiply(0.25f); }},
   };
   std::uint32_t seed = 700;
   for (const auto& c : cases)

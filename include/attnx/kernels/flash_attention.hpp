@@ -556,10 +556,13 @@ void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
 // Keys and values shared by every batch item (batch stride 0: a prefix stored once, a memory of one item), under a
 // score program that depends on neither the item nor the row: factors, key padding, key lengths equal for every
 // item, masks and biases broadcast over items and rows. The items' rows are then rows of one problem
-// (batch_folded), so that K and V are read once for all the items instead of once per item.
+// (batch_folded), so that K and V are read once for all the items instead of once per item. Only for the decode
+// kernel's row counts: the prefill kernel reads K and V once per block of rows anyway (B ceil(L_q / block) passes
+// against ceil(B L_q / block)), and the gathered copies of Q and O would grow with L_q.
 template <class T>
 bool kv_shared_by_batch(const attention_problem<T>& p) {
-  if (p.batch <= 1 || p.lk == 0) return false;  // (`p.batch < 2`: clang 14 reads attnx::batch<2...>)
+  // (`p.batch < 2` would not do: clang 14 reads attnx::batch<2...>)
+  if (p.batch <= 1 || p.lk == 0 || p.lq > decode_max_rows) return false;
   if (p.kv == kv_storage::same ? p.k.batch != 0 || p.v.batch != 0 : p.k16.batch != 0 || p.v16.batch != 0) return false;
   for (std::size_t s = 0; s < p.n_steps; ++s) {
     const score_step<T>& st = p.steps[s];
