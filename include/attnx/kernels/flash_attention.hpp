@@ -320,7 +320,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   const score_plan<T> plan = make_plan(p);
 
   struct item {
-    std::size_t cost, i0, blocks, keys;
+    std::size_t cost, i0, blocks;
     std::uint32_t b, h;
   };
   const std::size_t MQ = kernel.mq;
@@ -335,15 +335,13 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   // Work items (batch, head, query blocks), the head inside the batch item and the query blocks inside the
   // head, so that consecutive items read the same K and V (which stay in L2 between them).
   struct span {
-    std::size_t cost, qb, n, keys;
+    std::size_t cost, qb, n;
   };
   // bf16 / f16 K and V: each thread widens the keys and values its item reads, one (b, KV head) at a time,
   // into a buffer of its own (kept while its next items read the same matrices), instead of a float copy
   // of the whole stack.
   const bool widen = p.kv != kv_storage::same;
-  const bool hard = plan.skip_final == -std::numeric_limits<T>::infinity();
-  // Per batch item: the query-block groups, their cost (keys x rows) and the keys they read (the kernel's
-  // kend); at most one per query block.
+  // Per batch item: the query-block groups and their cost (keys x rows); at most one per query block.
   storage<span, dyn> spans(uninitialized, p.batch * blocks);
   std::size_t ns = 0;
   double total = 0;
@@ -356,13 +354,8 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
         const std::size_t last = alg::min(p.lq, (g + 1) * MQ) - 1;
         cost += (skip_limit(p, plan, b, last) + 1) * (last + 1 - g * MQ);
       }
-      std::size_t keys = p.lk;
-      if (widen && hard) {  // as the kernel's kend: the most keys any of the rows may not skip
-        keys = 0;
-        for (std::size_t i = qb * MQ; i < alg::min(p.lq, (qb + n) * MQ); ++i) keys = alg::max(keys, skip_limit(p, plan, b, i));
-      }
       total += double(cost) * double(p.heads);
-      spans[ns++] = {cost, qb, n, keys};
+      spans[ns++] = {cost, qb, n};
     }
   const std::size_t per_b = ns / p.batch, ni = ns * p.heads;
   storage<item, dyn> items(uninitialized, ni);
@@ -370,8 +363,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t h = 0; h < p.heads; ++h)
       for (std::size_t s = b * per_b; s < (b + 1) * per_b; ++s)
-        items[n_items++] = {spans[s].cost, spans[s].qb * MQ, spans[s].n, spans[s].keys, static_cast<std::uint32_t>(b),
-                            static_cast<std::uint32_t>(h)};
+        items[n_items++] = {spans[s].cost, spans[s].qb * MQ, spans[s].n, static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(h)};
   const double flops = 2.0 * total * double(p.dk + p.dv);
   const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
   const auto slots = static_cast<unsigned>(alg::min<std::size_t>({threads, ni, by_work}));
@@ -406,11 +398,16 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
     T* const v = k + p.lk * ldk;
     widened& w = held[slot];
     const std::size_t g = it.h / group_heads;
+    // The keys the kernel reads (its kend): where the skip is hard, up to the item's last row's skip limit (limits
+    // grow with the row, as for the cost above); else all.
+    const std::size_t keys = plan.skip_final == -std::numeric_limits<T>::infinity()
+                                 ? skip_limit(p, plan, it.b, alg::min(p.lq, it.i0 + it.blocks * MQ) - 1)
+                                 : p.lk;
     if (w.b != it.b || w.g != g) w = {it.b, g, 0};
-    if (w.rows < it.keys) {
-      kernel.widen_rows(p.kv, p.k16.matrix(it.b, g), p.k16.row, w.rows, it.keys, p.dk, k, ldk);
-      kernel.widen_rows(p.kv, p.v16.matrix(it.b, g), p.v16.row, w.rows, it.keys, p.dv, v, ldv);
-      w.rows = it.keys;
+    if (w.rows < keys) {
+      kernel.widen_rows(p.kv, p.k16.matrix(it.b, g), p.k16.row, w.rows, keys, p.dk, k, ldk);
+      kernel.widen_rows(p.kv, p.v16.matrix(it.b, g), p.v16.row, w.rows, keys, p.dv, v, ldv);
+      w.rows = keys;
     }
     attention_problem<T> q = p;  // the same problem with K and V in the buffer, for every (b, KV head)
     q.kv = kv_storage::same;
