@@ -26,6 +26,7 @@
 
 #include "attnx/attnx.hpp"
 #include "bench_common.hpp"
+#include "read_floor.hpp"
 
 namespace {
 
@@ -37,38 +38,13 @@ std::size_t llc_bytes() {
 }
 
 // ---- the bandwidth floor ---------------------------------------------------------------------------
-__attribute__((target("avx512f"))) float read512(const float* p, std::size_t n) {
-  __m512 a = _mm512_setzero_ps(), b = a, c = a, e = a;
-  for (std::size_t i = 0; i + 64 <= n; i += 64) {
-    a = _mm512_add_ps(a, _mm512_load_ps(p + i));
-    b = _mm512_add_ps(b, _mm512_load_ps(p + i + 16));
-    c = _mm512_add_ps(c, _mm512_load_ps(p + i + 32));
-    e = _mm512_add_ps(e, _mm512_load_ps(p + i + 48));
-  }
-  float t[16];
-  _mm512_storeu_ps(t, _mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(c, e)));
-  return t[0];
-}
-__attribute__((target("avx2"))) float read256(const float* p, std::size_t n) {
-  __m256 a = _mm256_setzero_ps(), b = a, c = a, e = a;
-  for (std::size_t i = 0; i + 32 <= n; i += 32) {
-    a = _mm256_add_ps(a, _mm256_load_ps(p + i));
-    b = _mm256_add_ps(b, _mm256_load_ps(p + i + 8));
-    c = _mm256_add_ps(c, _mm256_load_ps(p + i + 16));
-    e = _mm256_add_ps(e, _mm256_load_ps(p + i + 24));
-  }
-  float t[8];
-  _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, e)));
-  return t[0];
-}
-
 // One read of the n floats at buf on `threads` threads (each a contiguous share).
 void read_pass(const float* buf, std::size_t n, unsigned threads) {
   const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
   float sink[2] = {0, 0};
   attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) {
     const std::size_t b = n / threads * t / 64 * 64, e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
-    sink[t & 1] += wide ? read512(buf + b, e - b) : read256(buf + b, e - b);
+    sink[t & 1] += wide ? bench::read512(buf + b, e - b) : bench::read256(buf + b, e - b);
   });
   benchmark::DoNotOptimize(sink);
 }
