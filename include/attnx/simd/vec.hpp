@@ -6,6 +6,8 @@
 //                           vector paths; the one-lane path leaves it to the compiler, for speed)
 //   loadu                   unaligned load
 //   load_bf16, load_f16     (float only) W 16-bit values (attnx::bf16 / f16 bits, unaligned) as floats
+//   load_bf16_pairs(p, e, o)  (AVX-512 float only) 2 W bf16 values at p (unaligned) as two vectors: those at even
+//                           indices (p[0], p[2], ...) and those at odd ones (one load, a shift and an AND)
 //   reduce_add, reduce_max  the sum / max of the lanes (max: NaN lanes may be dropped or kept)
 //   reduce_lanes(a)         for W vectors a[0..W): the vector whose lane i is the sum of a[i]'s lanes (vector
 //                           paths only)

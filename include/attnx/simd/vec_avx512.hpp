@@ -37,6 +37,13 @@ struct vec<float, avx512_t> {
   static reg load_f16(const std::uint16_t* p) {
     return _mm512_maskz_cvtph_ps(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
+  // 2 W bf16 values at p (unaligned) as two vectors: those at even indices (p[0], p[2], ...) and those at odd ones.
+  // Two vector operations per 2 W values where load_bf16 takes two per W (a widening and a shift).
+  static void load_bf16_pairs(const std::uint16_t* p, reg& even, reg& odd) {
+    const __m512i x = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, x, 16));
+    odd = _mm512_castsi512_ps(_mm512_maskz_and_epi32(all, x, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
   // (Not _mm512_reduce_*_ps: GCC 12's form warns -Wmaybe-uninitialized through _mm512_undefined_*.)
   static float reduce_add(reg x) {
     const __m256 h = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, x, 0), _mm512_maskz_extractf32x8_ps(0xff, x, 1));
