@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -35,6 +37,33 @@ inline attnx::kernels::attention_problem<float> problem(qkv& x, bool causal) {
   p.dk = p.dv = x.d;
   p.multiply(x.scale());
   if (causal) p.causal(attnx::kernels::causal_kind::top_left);
+  return p;
+}
+
+// A decode cell's problem (bench_decode, attnx_overlap_probe): H heads (= KV heads) of lq query rows against lk keys,
+// d_k = d_v = d, q / o and each head's K / V rows contiguous (K and V as float, or as bf16 / f16 bits with storage),
+// scale 1/sqrt(d), bottom-right causal.
+template <class KV>
+attnx::kernels::attention_problem<float> decode_problem(const float* q, float* o, const KV* k, const KV* v, std::size_t H,
+                                                        std::size_t lq, std::size_t lk, std::size_t d,
+                                                        attnx::kernels::kv_storage storage = attnx::kernels::kv_storage::same) {
+  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+  attnx::kernels::attention_problem<float> p;
+  p.q = {q, 0, sz(lq * d), sz(d)};
+  p.o = {o, 0, sz(lq * d), sz(d)};
+  if constexpr (std::is_same_v<KV, float>) {
+    p.k = {k, 0, sz(lk * d), sz(d)};
+    p.v = {v, 0, sz(lk * d), sz(d)};
+  } else {
+    p.kv = storage;
+    p.k16 = {reinterpret_cast<const std::uint16_t*>(k), 0, sz(lk * d), sz(d)};
+    p.v16 = {reinterpret_cast<const std::uint16_t*>(v), 0, sz(lk * d), sz(d)};
+  }
+  p.heads = p.kv_heads = H;
+  p.lq = lq;
+  p.lk = lk;
+  p.dk = p.dv = d;
+  p.multiply(1.0f / std::sqrt(static_cast<float>(d))).causal(attnx::kernels::causal_kind::bottom_right);
   return p;
 }
 

@@ -21,7 +21,6 @@
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
-#include <immintrin.h>
 #include <unistd.h>
 
 #include "attnx/attnx.hpp"
@@ -125,25 +124,7 @@ const char* storage_name(attnx::kernels::kv_storage s) {
 template <class KV>
 void run_once(const cache_copies<KV>& c, std::size_t r, std::vector<float>& q, std::vector<float>& o, std::size_t H,
               std::size_t Lq, std::size_t Lk, unsigned threads, attnx::kernels::kv_storage storage, attnx::simd::isa isa) {
-  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
-  attnx::kernels::attention_problem<float> p;
-  p.q = {q.data(), 0, sz(Lq * d), sz(d)};
-  p.o = {o.data(), 0, sz(Lq * d), sz(d)};
-  if constexpr (std::is_same_v<KV, float>) {
-    p.k = {c.k(r), 0, sz(Lk * d), sz(d)};
-    p.v = {c.v(r), 0, sz(Lk * d), sz(d)};
-  } else {
-    p.kv = storage;
-    p.k16 = {reinterpret_cast<const std::uint16_t*>(c.k(r)), 0, sz(Lk * d), sz(d)};
-    p.v16 = {reinterpret_cast<const std::uint16_t*>(c.v(r)), 0, sz(Lk * d), sz(d)};
-  }
-  p.heads = H;
-  p.kv_heads = H;
-  p.lq = Lq;
-  p.lk = Lk;
-  p.dk = d;
-  p.dv = d;
-  p.multiply(1.0f / std::sqrt(float(d))).causal(attnx::kernels::causal_kind::bottom_right);
+  const auto p = bench::decode_problem(q.data(), o.data(), c.k(r), c.v(r), H, Lq, Lk, d, storage);
   attnx::kernels::flash_attention(p, isa, threads);
   benchmark::DoNotOptimize(o.data());
   benchmark::ClobberMemory();

@@ -10,7 +10,6 @@
 // Usage: attnx_overlap_probe [rounds]   (AVX-512 machines only; prints a line per loop)
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -20,6 +19,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
+#include "bench_common.hpp"
 #include "read_floor.hpp"
 
 namespace {
@@ -120,19 +120,9 @@ __attribute__((target("avx512f,fma"), noinline)) float synthetic(const float* k,
 // The attnx decode kernel: L_q rows per head against keys keys of K and V at k and v (H heads), bottom-right causal.
 std::vector<float> qs(H * 4 * d, 0.01f), os(H * 4 * d);
 void kernel(const float* k, const float* v, std::size_t heads, std::size_t lq, std::size_t keys) {
-  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
-  attnx::kernels::attention_problem<float> p;
-  p.q = {qs.data(), 0, sz(lq * d), sz(d)};
-  p.o = {os.data(), 0, sz(lq * d), sz(d)};
-  p.k = {k, 0, sz(Lk * d), sz(d)};
-  p.v = {v, 0, sz(Lk * d), sz(d)};
-  p.heads = heads;
-  p.kv_heads = heads;
-  p.lq = lq;
+  // (K and V rows of a head L_k apart, as the probe lays them out, whatever keys it reads)
+  auto p = bench::decode_problem(qs.data(), os.data(), k, v, heads, lq, Lk, d);
   p.lk = keys;
-  p.dk = d;
-  p.dv = d;
-  p.multiply(1.0f / std::sqrt(float(d))).causal(attnx::kernels::causal_kind::bottom_right);
   attnx::kernels::flash_attention(p, attnx::default_context().isa(), 1);
 }
 
