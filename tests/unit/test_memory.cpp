@@ -5,6 +5,9 @@
 #include <attnx/attnx.hpp>
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 
 namespace ex = attnx::exec;
@@ -28,6 +31,53 @@ BOOST_AUTO_TEST_CASE(blocks_are_aligned_and_large_ones_reused_by_the_same_thread
     BOOST_TEST(ex::cached_bytes() == 2 * big + 64);
     ex::release_cached_memory();
   }
+  BOOST_TEST(ex::cached_bytes() == 0u);
+}
+
+// The VmFlags line of the mapping of this process that holds address a (/proc/self/smaps), "" if none.
+static std::string vm_flags_at(const void* a) {
+  std::ifstream in("/proc/self/smaps");
+  const auto x = reinterpret_cast<std::uintptr_t>(a);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = lo <= x && x < hi;  // a mapping's first line: "lo-hi perms offset dev inode path"
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line + " ";
+  }
+  return "";
+}
+
+BOOST_AUTO_TEST_CASE(blocks_of_two_huge_pages_or_more_are_aligned_to_2_MiB_and_advised_huge_pages) {
+  ex::release_cached_memory();
+  const std::size_t below = ex::huge_page_min_bytes - 64, big = 3 * ex::huge_page_bytes + 100;
+  BOOST_TEST(ex::block_alignment(below) == ex::memory_alignment);
+  BOOST_TEST(ex::block_alignment(big) == (ex::huge_pages_enabled ? ex::huge_page_bytes : ex::memory_alignment));
+  void* p = ex::allocate_bytes(big);
+  auto* c = static_cast<unsigned char*>(p);
+  for (std::size_t i = 0; i < big; i += 4096) c[i] = static_cast<unsigned char>(i >> 12);  // every page written
+  c[big - 1] = 7;
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(p) % ex::block_alignment(big) == 0u);
+#if defined(__linux__)
+  const std::string flags = vm_flags_at(p);
+  BOOST_TEST_MESSAGE("VmFlags of the block's mapping: " << flags);
+  BOOST_TEST(!flags.empty());
+  // "hg": MADV_HUGEPAGE (whether the kernel then gives 2 MiB pages depends on its settings, not on attnx).
+  BOOST_TEST((flags.find(" hg ") != std::string::npos) == ex::huge_pages_enabled);
+  // The advice stops at the block's last whole 2 MiB page: the rest of the block is not advised (its mapping,
+  // if it extends past the advised range, is split there).
+  if constexpr (ex::huge_pages_enabled) BOOST_TEST(vm_flags_at(c + 3 * ex::huge_page_bytes).find(" hg ") == std::string::npos);
+#endif
+  bool kept = true;
+  for (std::size_t i = 0; i < 3 * ex::huge_page_bytes; i += 4096) kept = kept && c[i] == static_cast<unsigned char>(i >> 12);
+  BOOST_TEST(kept);
+  BOOST_TEST(c[big - 1] == 7);
+  ex::release_bytes(p, big);  // freed with the alignment it was allocated with (ASan checks the pairing)
+  ex::release_cached_memory();
   BOOST_TEST(ex::cached_bytes() == 0u);
 }
 

@@ -14,11 +14,27 @@
 //
 // Under AddressSanitizer (or with ATTNX_NO_BLOCK_CACHE defined) nothing is kept, so that a use after
 // free is still reported.
+//
+// On Linux a block of at least huge_page_min_bytes is aligned to huge_page_bytes (2 MiB) and advised
+// MADV_HUGEPAGE over its whole 2 MiB pages, so that where transparent huge pages are enabled ("always" or
+// "madvise" in /sys/kernel/mm/transparent_hugepage/enabled) it is backed by 2 MiB pages. Decoding streams
+// the whole KV cache from memory for every new token, and with 4 KiB pages that stream pays a TLB miss per
+// 4 KiB (a nested page walk under a hypervisor) and the bandwidth depends on which physical pages the
+// buffer happened to get: on an Intel Xeon (model 207, 2 vCPUs under KVM, 2026-11-27) one core read
+// 1 GiB buffers at 12.1-14.7 GB/s with 4 KiB pages, the first of four buffers of a process always the
+// slowest, and at 15.0-15.6 GB/s each with huge pages; the decode kernel's time per key fell with it
+// (docs/decoding.md, eighteenth session). The advice only covers whole 2 MiB pages inside the block, so
+// it never backs memory outside it; the cost is that touching one byte of a 2 MiB page backs all of it.
+// Define ATTNX_NO_HUGE_PAGES to keep every block at memory_alignment with no advice.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <new>
+
+#if defined(__linux__) && !defined(ATTNX_NO_HUGE_PAGES)
+#include <sys/mman.h>
+#endif
 
 #if !defined(ATTNX_NO_BLOCK_CACHE)
 #if defined(__SANITIZE_ADDRESS__)
@@ -41,6 +57,19 @@ inline constexpr bool block_cache_enabled = true;
 inline constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;   // 64 KiB
 inline constexpr std::size_t cache_max_bytes = std::size_t(256) << 20;  // 256 MiB per thread
 inline constexpr std::size_t cache_slots = 16;
+#if defined(__linux__) && !defined(ATTNX_NO_HUGE_PAGES) && defined(MADV_HUGEPAGE)
+inline constexpr bool huge_pages_enabled = true;
+#else
+inline constexpr bool huge_pages_enabled = false;
+#endif
+inline constexpr std::size_t huge_page_bytes = std::size_t(2) << 20;      // 2 MiB (x86-64, AArch64 with 4 KiB pages)
+inline constexpr std::size_t huge_page_min_bytes = std::size_t(4) << 20;  // 4 MiB: two huge pages or more
+
+// The alignment of a block of `bytes` bytes from allocate_bytes (a function of the size alone, so that
+// release_bytes and the block cache free it with the alignment it was allocated with).
+constexpr std::size_t block_alignment(std::size_t bytes) noexcept {
+  return huge_pages_enabled && bytes >= huge_page_min_bytes ? huge_page_bytes : memory_alignment;
+}
 
 namespace detail {
 struct block_cache {
@@ -75,7 +104,7 @@ struct block_cache {
     total += bytes;
   }
   void drop_oldest() noexcept {
-    ::operator delete(blocks[0].p, std::align_val_t{memory_alignment});
+    ::operator delete(blocks[0].p, std::align_val_t{block_alignment(blocks[0].bytes)});
     total -= blocks[0].bytes;
     for (std::size_t j = 1; j < count; ++j) blocks[j - 1] = blocks[j];
     --count;
@@ -91,13 +120,21 @@ inline block_cache& thread_block_cache() noexcept {
 }
 }  // namespace detail
 
-// A block of `bytes` bytes (at least one), aligned to memory_alignment; throws std::bad_alloc.
+// A block of `bytes` bytes (at least one), aligned to block_alignment(bytes) (at least memory_alignment),
+// its whole 2 MiB pages advised MADV_HUGEPAGE if it is that large (see above); throws std::bad_alloc.
 inline void* allocate_bytes(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
   if (block_cache_enabled && bytes >= cache_min_bytes && bytes <= cache_max_bytes) {
     if (void* p = detail::thread_block_cache().take(bytes)) return p;
   }
-  return ::operator new(bytes, std::align_val_t{memory_alignment});
+  const std::size_t align = block_alignment(bytes);
+  void* p = ::operator new(bytes, std::align_val_t{align});
+#if defined(__linux__) && !defined(ATTNX_NO_HUGE_PAGES) && defined(MADV_HUGEPAGE)
+  // Advice, not a requirement: where it fails (transparent huge pages "never", an old kernel) the block
+  // keeps 4 KiB pages.
+  if (align == huge_page_bytes) (void)::madvise(p, bytes / huge_page_bytes * huge_page_bytes, MADV_HUGEPAGE);
+#endif
+  return p;
 }
 
 // Gives back a block of allocate_bytes(bytes) (the same bytes); nullptr is ignored.
@@ -108,7 +145,7 @@ inline void release_bytes(void* p, std::size_t bytes) noexcept {
     detail::thread_block_cache().put(p, bytes);
     return;
   }
-  ::operator delete(p, std::align_val_t{memory_alignment});
+  ::operator delete(p, std::align_val_t{block_alignment(bytes)});
 }
 
 // Returns the blocks the calling thread keeps for reuse to the system.
