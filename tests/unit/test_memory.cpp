@@ -5,6 +5,7 @@
 #include <attnx/attnx.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -52,33 +53,61 @@ static std::string vm_flags_at(const void* a) {
   return "";
 }
 
-BOOST_AUTO_TEST_CASE(blocks_of_two_huge_pages_or_more_are_aligned_to_2_MiB_and_advised_huge_pages) {
+// Writes every page of the block at p, reads it back.
+static bool fill_and_check(unsigned char* c, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 4096) c[i] = static_cast<unsigned char>(i >> 12);
+  c[n - 1] = 7;
+  bool kept = c[n - 1] == 7;
+  for (std::size_t i = 0; i + 1 < n; i += 4096) kept = kept && c[i] == static_cast<unsigned char>(i >> 12);
+  return kept;
+}
+
+BOOST_AUTO_TEST_CASE(large_blocks_are_aligned_to_2_MiB_and_advised_huge_pages_only_when_asked) {
   ex::release_cached_memory();
+  const bool before = ex::huge_pages();
   const std::size_t below = ex::huge_page_min_bytes - 64, big = 3 * ex::huge_page_bytes + 100;
+  const std::size_t mapped = std::size_t(40) << 20;  // above glibc's largest mmap threshold: a mapping of its own
   BOOST_TEST(ex::block_alignment(below) == ex::memory_alignment);
-  BOOST_TEST(ex::block_alignment(big) == (ex::huge_pages_enabled ? ex::huge_page_bytes : ex::memory_alignment));
+  BOOST_TEST(ex::block_alignment(big) == (ex::huge_pages_supported ? ex::huge_page_bytes : ex::memory_alignment));
+
+  ex::set_huge_pages(false);  // the default (ATTNX_HUGE_PAGES unset): aligned, not advised
+  BOOST_TEST(!ex::huge_pages());
+  void* q = ex::allocate_bytes(mapped);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(q) % ex::block_alignment(mapped) == 0u);
+  BOOST_TEST(fill_and_check(static_cast<unsigned char*>(q), mapped));
+#if defined(__linux__)
+  BOOST_TEST(vm_flags_at(q).find(" hg ") == std::string::npos);
+#endif
+  ex::release_bytes(q, mapped);
+
+  ex::set_huge_pages(true);
+  BOOST_TEST(ex::huge_pages() == ex::huge_pages_supported);
   void* p = ex::allocate_bytes(big);
   auto* c = static_cast<unsigned char*>(p);
-  for (std::size_t i = 0; i < big; i += 4096) c[i] = static_cast<unsigned char>(i >> 12);  // every page written
-  c[big - 1] = 7;
   BOOST_TEST(reinterpret_cast<std::uintptr_t>(p) % ex::block_alignment(big) == 0u);
+  BOOST_TEST(fill_and_check(c, big));
 #if defined(__linux__)
   const std::string flags = vm_flags_at(p);
   BOOST_TEST_MESSAGE("VmFlags of the block's mapping: " << flags);
   BOOST_TEST(!flags.empty());
   // "hg": MADV_HUGEPAGE (whether the kernel then gives 2 MiB pages depends on its settings, not on attnx).
-  BOOST_TEST((flags.find(" hg ") != std::string::npos) == ex::huge_pages_enabled);
+  BOOST_TEST((flags.find(" hg ") != std::string::npos) == ex::huge_pages_supported);
   // The advice stops at the block's last whole 2 MiB page: the rest of the block is not advised (its mapping,
   // if it extends past the advised range, is split there).
-  if constexpr (ex::huge_pages_enabled) BOOST_TEST(vm_flags_at(c + 3 * ex::huge_page_bytes).find(" hg ") == std::string::npos);
+  BOOST_TEST(vm_flags_at(c + 3 * ex::huge_page_bytes).find(" hg ") == std::string::npos);
 #endif
-  bool kept = true;
-  for (std::size_t i = 0; i < 3 * ex::huge_page_bytes; i += 4096) kept = kept && c[i] == static_cast<unsigned char>(i >> 12);
-  BOOST_TEST(kept);
-  BOOST_TEST(c[big - 1] == 7);
   ex::release_bytes(p, big);  // freed with the alignment it was allocated with (ASan checks the pairing)
+  ex::set_huge_pages(before);
   ex::release_cached_memory();
   BOOST_TEST(ex::cached_bytes() == 0u);
+}
+
+// Run by ctest a second time with ATTNX_HUGE_PAGES=1 (unit.memory.huge_pages_env): the environment sets the default.
+BOOST_AUTO_TEST_CASE(huge_pages_default_reads_the_environment) {
+  const char* e = std::getenv("ATTNX_HUGE_PAGES");
+  const bool asked = e != nullptr && std::string(e) == "1";
+  BOOST_TEST(ex::huge_pages() == (asked && ex::huge_pages_supported));
+  if (const char* want = std::getenv("ATTNX_EXPECT_HUGE_PAGES")) BOOST_TEST(ex::huge_pages() == (std::string(want) == "1"));
 }
 
 BOOST_AUTO_TEST_CASE(small_blocks_and_null_are_not_kept) {

@@ -15,24 +15,26 @@
 // Under AddressSanitizer (or with ATTNX_NO_BLOCK_CACHE defined) nothing is kept, so that a use after
 // free is still reported.
 //
-// On Linux a block of at least huge_page_min_bytes is aligned to huge_page_bytes (2 MiB) and advised
-// MADV_HUGEPAGE over its whole 2 MiB pages, so that where transparent huge pages are enabled ("always" or
-// "madvise" in /sys/kernel/mm/transparent_hugepage/enabled) it is backed by 2 MiB pages. Decoding streams
-// the whole KV cache from memory for every new token, and with 4 KiB pages that stream pays a TLB miss per
-// 4 KiB (a nested page walk under a hypervisor) and the bandwidth depends on which physical pages the
-// buffer happened to get: on an Intel Xeon (model 207, 2 vCPUs under KVM, 2026-11-27) one core read
-// 1 GiB buffers at 12.1-14.7 GB/s with 4 KiB pages, the first of four buffers of a process always the
-// slowest, and at 15.0-15.6 GB/s each with huge pages; the decode kernel's time per key fell with it
-// (docs/decoding.md, eighteenth session). The advice only covers whole 2 MiB pages inside the block, so
-// it never backs memory outside it; the cost is that touching one byte of a 2 MiB page backs all of it.
-// Define ATTNX_NO_HUGE_PAGES to keep every block at memory_alignment with no advice.
+// On Linux a block of at least huge_page_min_bytes is aligned to huge_page_bytes (2 MiB), and, when huge
+// pages are asked for (set_huge_pages(true), or ATTNX_HUGE_PAGES=1 in the environment when the first
+// large block is allocated), its whole 2 MiB pages are advised MADV_HUGEPAGE, so that where transparent
+// huge pages are "always" or "madvise" (/sys/kernel/mm/transparent_hugepage/enabled) they are backed by
+// 2 MiB pages. Off by default: decoding streams the whole KV cache from memory for each token, and huge
+// pages raised the read bandwidth of one core on both hosts measured (AMD Zen 5, eleventh session;
+// Intel Xeon model 207, eighteenth session: 12.1-14.7 -> 15.0-15.6 GB/s over 1 GiB buffers), but the decode
+// kernel's times did not follow consistently (Zen 5: from 12% faster to 42% slower by cell; Intel: medians
+// by group from 7% slower to 12% faster in alternated runs): docs/decoding.md. The advice covers only the
+// whole 2 MiB pages inside a block, so it never backs memory outside it; the cost is that touching one byte
+// of a 2 MiB page backs all of it, and a fault there may compact memory first.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <new>
 
-#if defined(__linux__) && !defined(ATTNX_NO_HUGE_PAGES)
+#if defined(__linux__)
 #include <sys/mman.h>
 #endif
 
@@ -57,10 +59,10 @@ inline constexpr bool block_cache_enabled = true;
 inline constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;   // 64 KiB
 inline constexpr std::size_t cache_max_bytes = std::size_t(256) << 20;  // 256 MiB per thread
 inline constexpr std::size_t cache_slots = 16;
-#if defined(__linux__) && !defined(ATTNX_NO_HUGE_PAGES) && defined(MADV_HUGEPAGE)
-inline constexpr bool huge_pages_enabled = true;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+inline constexpr bool huge_pages_supported = true;
 #else
-inline constexpr bool huge_pages_enabled = false;
+inline constexpr bool huge_pages_supported = false;
 #endif
 inline constexpr std::size_t huge_page_bytes = std::size_t(2) << 20;      // 2 MiB (x86-64, AArch64 with 4 KiB pages)
 inline constexpr std::size_t huge_page_min_bytes = std::size_t(4) << 20;  // 4 MiB: two huge pages or more
@@ -68,8 +70,24 @@ inline constexpr std::size_t huge_page_min_bytes = std::size_t(4) << 20;  // 4 M
 // The alignment of a block of `bytes` bytes from allocate_bytes (a function of the size alone, so that
 // release_bytes and the block cache free it with the alignment it was allocated with).
 constexpr std::size_t block_alignment(std::size_t bytes) noexcept {
-  return huge_pages_enabled && bytes >= huge_page_min_bytes ? huge_page_bytes : memory_alignment;
+  return huge_pages_supported && bytes >= huge_page_min_bytes ? huge_page_bytes : memory_alignment;
 }
+
+namespace detail {
+inline std::atomic<bool>& huge_pages_flag() noexcept {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("ATTNX_HUGE_PAGES");
+    return e != nullptr && e[0] == '1' && e[1] == 0;
+  }()};
+  return on;
+}
+}  // namespace detail
+
+// Whether blocks of huge_page_min_bytes and more allocated from now on are advised MADV_HUGEPAGE (see above;
+// blocks already allocated keep their pages). Any thread, any time; huge_pages() stays false where
+// huge_pages_supported is false.
+inline void set_huge_pages(bool on) noexcept { detail::huge_pages_flag().store(on && huge_pages_supported); }
+inline bool huge_pages() noexcept { return huge_pages_supported && detail::huge_pages_flag().load(); }
 
 namespace detail {
 struct block_cache {
@@ -120,8 +138,8 @@ inline block_cache& thread_block_cache() noexcept {
 }
 }  // namespace detail
 
-// A block of `bytes` bytes (at least one), aligned to block_alignment(bytes) (at least memory_alignment),
-// its whole 2 MiB pages advised MADV_HUGEPAGE if it is that large (see above); throws std::bad_alloc.
+// A block of `bytes` bytes (at least one), aligned to block_alignment(bytes) (at least memory_alignment), its
+// whole 2 MiB pages advised MADV_HUGEPAGE if huge_pages() (see above); throws std::bad_alloc.
 inline void* allocate_bytes(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
   if (block_cache_enabled && bytes >= cache_min_bytes && bytes <= cache_max_bytes) {
@@ -129,10 +147,10 @@ inline void* allocate_bytes(std::size_t bytes) {
   }
   const std::size_t align = block_alignment(bytes);
   void* p = ::operator new(bytes, std::align_val_t{align});
-#if defined(__linux__) && !defined(ATTNX_NO_HUGE_PAGES) && defined(MADV_HUGEPAGE)
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
   // Advice, not a requirement: where it fails (transparent huge pages "never", an old kernel) the block
   // keeps 4 KiB pages.
-  if (align == huge_page_bytes) (void)::madvise(p, bytes / huge_page_bytes * huge_page_bytes, MADV_HUGEPAGE);
+  if (align == huge_page_bytes && huge_pages()) (void)::madvise(p, bytes / huge_page_bytes * huge_page_bytes, MADV_HUGEPAGE);
 #endif
   return p;
 }
