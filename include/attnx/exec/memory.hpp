@@ -21,7 +21,8 @@
 // huge pages are "always" or "madvise" (/sys/kernel/mm/transparent_hugepage/enabled) they are backed by
 // 2 MiB pages. Off by default: decoding streams the whole KV cache from memory for each token, and huge
 // pages raised the read bandwidth of one core on both hosts measured (AMD Zen 5, eleventh session;
-// Intel Xeon model 207, eighteenth session: 12.1-14.7 -> 15.0-15.6 GB/s over 1 GiB buffers), but the decode
+// Intel Xeon model 207, eighteenth session: 1 GiB buffers read at 11.7-15.2 GB/s on 4 KiB pages, the first
+// buffer of a process always the slowest, and at 14.2-15.6 on 2 MiB pages), but the decode
 // kernel's times did not follow consistently (Zen 5: from 12% faster to 42% slower by cell; Intel: medians
 // by group from 7% slower to 12% faster in alternated runs): docs/decoding.md. The advice covers only the
 // whole 2 MiB pages inside a block, so it never backs memory outside it; the cost is that touching one byte
