@@ -11,8 +11,12 @@
 // per second, FLOOR (decode cells) = the read bandwidth measured on the same threads just before and after
 // the cell (bytes per second; the floor docs/benchmarks.md uses); FP32_MS, HALF_MS, X_FP32 (pair cells). Wall
 // time (UseRealTime) throughout.
+// ATTNX_BENCH_DECODE_TUNING=<family> (0, 0x19 or 0x1a: any CPU but AMD's, AMD Zen 4, Zen 5) runs the decode kernel
+// tuned for that CPU family instead of this one (kernels::detail::decode_tuning: the same bits, other loops and
+// prefetches), so that the tunings can be compared on one host.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -30,6 +34,13 @@
 namespace {
 
 constexpr std::size_t d = 128;
+
+const bool tuning_from_environment = [] {
+  const char* f = std::getenv("ATTNX_BENCH_DECODE_TUNING");
+  if (f && *f) attnx::kernels::detail::decode_tuning().store(static_cast<int>(std::strtol(f, nullptr, 0)));
+  benchmark::AddCustomContext("decode_tuning", f && *f ? f : "this CPU's");
+  return f && *f;
+}();
 
 std::size_t llc_bytes() {
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);

@@ -247,8 +247,34 @@ double check(const instance<T>& in, const result& r, double tl) {
   return worst;
 }
 
-// p on every instruction set with 1 and 2 threads: checked against r, the same bits from both thread counts;
-// after_each(isa) runs after each instruction set's run with 1 thread.
+// The decode kernel's tunings (kernels::detail::decode_tuning: the loops and prefetches it picks by CPU family,
+// meant to give the same bits): AMD Zen 4 (0x19), Zen 5 (0x1a), any other CPU (0). Under with_tunings, run_all
+// runs each of them too and compares its bits with those of this CPU's tuning, so that every tuning is checked on
+// any host. A scope's setting; the kernel's own choice is restored whatever happens.
+bool tunings_under_test = false;
+struct with_tunings {
+  bool old = tunings_under_test;
+  with_tunings() { tunings_under_test = true; }
+  ~with_tunings() { tunings_under_test = old; }
+  with_tunings(const with_tunings&) = delete;
+};
+struct tuned_as {
+  explicit tuned_as(int family) { ak::detail::decode_tuning().store(family); }
+  ~tuned_as() { ak::detail::decode_tuning().store(-1); }
+  tuned_as(const tuned_as&) = delete;
+};
+constexpr int decode_tunings[] = {0, 0x19, 0x1a};
+// Elements of a and b whose bits differ (two NaNs count as the same).
+template <class T>
+std::size_t bits_differ(const std::vector<T>& a, const std::vector<T>& b) {
+  std::size_t n = 0;
+  for (std::size_t x = 0; x < a.size(); ++x)
+    n += std::memcmp(&a[x], &b[x], sizeof(T)) != 0 && !(std::isnan(a[x]) && std::isnan(b[x]));
+  return n;
+}
+
+// p on every instruction set with 1 and 2 threads: checked against r, the same bits from both thread counts (and
+// from every decode tuning under with_tunings); after_each(isa) runs after each instruction set's run with 1 thread.
 template <class T>
 double run_all(instance<T>& in, const ak::attention_problem<T>& p, const result& r, double tl,
                const std::function<void(isa)>& after_each) {
@@ -259,6 +285,17 @@ double run_all(instance<T>& in, const ak::attention_problem<T>& p, const result&
       worst = std::max(worst, check(in, r, tl));
       if (after_each) after_each(i);
       const std::vector<T> o1 = in.ob, l1 = in.lb;
+      for (int family : decode_tunings) {
+        if (!tunings_under_test || i != isa::avx512) break;  // (the tunings are those of the AVX-512 loops)
+        BOOST_TEST_CONTEXT("tuned for CPU family " << family) {
+          {
+            const tuned_as as(family);
+            in.run(p, i, 1);
+          }
+          BOOST_TEST(bits_differ(o1, in.ob) == 0u, "this CPU's tuning and another: different o");
+          BOOST_TEST(bits_differ(l1, in.lb) == 0u, "this CPU's tuning and another: different lse");
+        }
+      }
       in.run(p, i, 2);
       BOOST_TEST(std::memcmp(o1.data(), in.ob.data(), o1.size() * sizeof(T)) == 0, "threads 1 and 2: different o");
       BOOST_TEST(std::memcmp(l1.data(), in.lb.data(), l1.size() * sizeof(T)) == 0, "threads 1 and 2: different lse");
@@ -376,6 +413,7 @@ BOOST_AUTO_TEST_CASE(every_kernel_form) {
   forms<float>({{1, 64, 128}, {1, 128, 64}, {2, 64, 128}, {2, 128, 64}, {1, 32, 64}, {1, 48, 128}, {1, 96, 64}}, 1000);
   for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16}) {
     const with_storage st(kv);
+    const with_tunings every;  // (one 16-bit row prefetches except on AMD)
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16")) {
       forms<float>({{1, 128, 128}, {1, 64, 64}, {1, 64, 128}, {1, 128, 64}, {1, 96, 64}, {1, 96, 128}, {1, 40, 40}, {2, 64, 64},
                     {2, 64, 128}, {2, 128, 64}, {5, 16, 16}, {6, 64, 64}, {6, 40, 40}},
@@ -641,6 +679,7 @@ void few_rows_values(std::size_t kv_heads, std::size_t lq, std::size_t dk, std::
   run_program<T>(s2, 330, [](I&, P& p) { p.multiply(T(0.125)).causal(causal_kind::bottom_right); });
 }
 BOOST_AUTO_TEST_CASE(few_rows_per_kv_head) {
+  const with_tunings every;  // (three and four fp32 rows: few_rows on AMD, four_rows elsewhere)
   for (std::size_t lq : {2u, 3u, 4u}) {
     BOOST_TEST_CONTEXT("Lq=" << lq << " d 128") { few_rows_values<float>(8, lq, 128, 128); }
     BOOST_TEST_CONTEXT("Lq=" << lq << " d 64") { few_rows_values<float>(8, lq, 64, 64); }
@@ -651,6 +690,7 @@ BOOST_AUTO_TEST_CASE(few_rows_per_kv_head) {
   BOOST_TEST_CONTEXT("double, Lq 4") { few_rows_values<double>(8, 4, 64, 64); }
 }
 BOOST_AUTO_TEST_CASE(few_rows_special_values) {
+  const with_tunings every;
   special_values_one_row<float>(128, 128, 4);
   special_values_one_row<float>(128, 128, 3);
   special_values_one_row<float>(64, 128, 4);
@@ -660,6 +700,7 @@ BOOST_AUTO_TEST_CASE(few_rows_special_values) {
 template <ak::kv_storage KV>
 void few_rows_stored() {
   const with_storage st(KV);
+  const with_tunings every;
   const char* name = KV == ak::kv_storage::bf16 ? "bf16" : "f16";
   for (std::size_t lq : {2u, 3u, 4u}) BOOST_TEST_CONTEXT(name << " Lq=" << lq << " d 128") { few_rows_values<float>(8, lq, 128, 128); }
   BOOST_TEST_CONTEXT(name << " Lq=4 d 64") { few_rows_values<float>(8, 4, 64, 64); }
@@ -671,6 +712,7 @@ BOOST_AUTO_TEST_CASE(few_rows_f16) { few_rows_stored<ak::kv_storage::f16>(); }
 BOOST_AUTO_TEST_CASE(few_rows_16bit_special_values) {
   for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16}) {
     const with_storage st(kv);
+    const with_tunings every;
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=4") { special_values_one_row<float>(128, 128, 4); }
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=3, d_k 64") { special_values_one_row<float>(64, 128, 3); }
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=3, d 128") { special_values_one_row<float>(128, 128, 3); }
@@ -679,28 +721,40 @@ BOOST_AUTO_TEST_CASE(few_rows_16bit_special_values) {
 
 // An infinite value in V at a key of a short last step of four_rows (fewer than four keys left): the step's padding
 // slots weigh 0 and must not multiply a value (0 x inf is NaN; they used to read the step's first key again). Every
-// row sees every key with the same weight: column 0 is +inf (V's last key), the others 0.5.
+// row sees every key with the same weight: column 0 is +inf (V's last key), the others 0.5. 16-bit K and V, and
+// float under every decode tuning (three and four fp32 rows take four_rows except on AMD).
 BOOST_AUTO_TEST_CASE(infinite_value_in_a_short_last_step) {
-  for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16})
+  const auto name = [](ak::kv_storage kv) { return kv == ak::kv_storage::bf16 ? "bf16" : kv == ak::kv_storage::f16 ? "f16" : "float"; };
+  for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16, ak::kv_storage::same})
     for (std::size_t lq : {3u, 4u})
       for (std::size_t d : {64u, 128u})
         for (std::size_t lk : {5u, 21u, 23u}) {
-          std::vector<float> q(lq * d, 0.25f), o(lq * d);
+          std::vector<float> q(lq * d, 0.25f), o(lq * d), k32(lk * d, 0.5f), v32(lk * d, 0.5f);
           std::vector<std::uint16_t> k(lk * d, encode(kv, 0.5)), v(lk * d, encode(kv, 0.5));
           v[(lk - 1) * d] = encode(kv, std::numeric_limits<double>::infinity());
+          v32[(lk - 1) * d] = std::numeric_limits<float>::infinity();
           ak::attention_problem<float> p;
           p.q = {q.data(), 0, 0, std::ptrdiff_t(d)};
           p.o = {o.data(), 0, 0, std::ptrdiff_t(d)};
           p.kv = kv;
-          p.k16 = {k.data(), 0, 0, std::ptrdiff_t(d)};
-          p.v16 = {v.data(), 0, 0, std::ptrdiff_t(d)};
+          if (kv == ak::kv_storage::same) {
+            p.k = {k32.data(), 0, 0, std::ptrdiff_t(d)};
+            p.v = {v32.data(), 0, 0, std::ptrdiff_t(d)};
+          } else {
+            p.k16 = {k.data(), 0, 0, std::ptrdiff_t(d)};
+            p.v16 = {v.data(), 0, 0, std::ptrdiff_t(d)};
+          }
           p.lq = lq, p.lk = lk, p.dk = d, p.dv = d;
           for (isa i : attnx::simd::supported())
+            for (int family : {-1, 0, 0x19, 0x1a})
             for (unsigned t : {1u, 2u}) {
-              BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq " << lq << " d " << d << " Lk " << lk
-                                                                                  << " " << attnx::simd::name(i) << " threads " << t) {
+              BOOST_TEST_CONTEXT(name(kv) << " Lq " << lq << " d " << d << " Lk " << lk << " " << attnx::simd::name(i)
+                                          << " tuned for " << family << " threads " << t) {
                 std::fill(o.begin(), o.end(), -1.0f);
-                ak::flash_attention(p, i, t);
+                {
+                  const tuned_as as(family);
+                  ak::flash_attention(p, i, t);
+                }
                 std::size_t bad = 0;
                 for (std::size_t r = 0; r < lq; ++r)
                   for (std::size_t c = 0; c < d; ++c) {

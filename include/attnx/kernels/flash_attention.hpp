@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -206,6 +207,19 @@ inline constexpr auto exp2_coefficients<double> = std::array<double, 12>{
 
 template <class T>
 inline constexpr T log2e = T(1.442695040888963407359924681001892137L);
+
+// The CPU the decode kernel tunes for: simd::amd_family() (0 for any CPU but AMD's), unless a test has set
+// another family with decode_tuning() (-1, the default: this CPU's). The kernel chooses by it only between
+// measured tunings that give the same bits (its prefetches; the loop taken by three or four fp32 rows), so that a
+// test can run every tuning on any host and compare their results.
+inline std::atomic<int>& decode_tuning() noexcept {
+  static std::atomic<int> family{-1};
+  return family;
+}
+inline unsigned decode_family() noexcept {
+  const int f = decode_tuning().load(std::memory_order_relaxed);
+  return f < 0 ? simd::amd_family() : static_cast<unsigned>(f);
+}
 
 // Register tiles per instruction set: NI query vectors x NJ keys (scores), NI x NC value columns
 // (output), BC keys per block.
