@@ -117,6 +117,28 @@ const attnx::storage<KV, attnx::dyn>& pool() {
   }();
   return p;
 }
+// The memory every cell reads, allocated (and filled) once per process in a fixed order before the first cell:
+// first a settling block of 1.5 GiB that nothing reads, then the floor's buffer and the three pools. On the
+// Intel Xeon of the nineteenth session the first 1-1.5 GiB a process allocates read 10-20% slower than the rest,
+// in every process (one core, 1 GiB of each buffer, medians of 5: 10.8-13.3 GB/s for a first buffer of 4 GiB
+// against 13.4-15.9 for the three after it; a first 512 MiB block 11.8-12.8, everything after it 14.5-15.9).
+// Until then the pools were made by the first cell that needed each, in the random order of the interleaved
+// cells, so whichever came first (the fp32 pool, one 16-bit pool or the floor's buffer) read slower for the
+// whole run: one likely cause of the run-to-run swings docs/decoding.md records (eighteenth session).
+const bool memory_ready = [] {
+  static const attnx::storage<float, attnx::dyn> settling = [] {
+    attnx::storage<float, attnx::dyn> s(attnx::uninitialized, (std::size_t(3) << 29) / sizeof(float));
+    std::fill_n(s.data(), s.size(), 1.0f);
+    return s;
+  }();
+  benchmark::DoNotOptimize(settling.data());
+  read_buffer();
+  pool<float>();
+  pool<attnx::bf16>();
+  pool<attnx::f16>();
+  return true;
+}();
+
 template <class KV>
 struct cache_copies {
   std::size_t per, n;  // elements per copy (K then V), copies
