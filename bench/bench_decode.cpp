@@ -136,6 +136,7 @@ const bool memory_ready = [] {
   pool<float>();
   pool<attnx::bf16>();
   pool<attnx::f16>();
+  benchmark::AddCustomContext("memory", "settled");
   return true;
 }();
 

@@ -444,7 +444,10 @@ def decode_comparison(path, run_note=""):
     out += ["", "## Decoding: the decode kernel against the memory-bandwidth floor (bench_decode)", "",
             "One batch item, H heads (= KV heads), d = 128, L_q new query rows against L_k cached keys (bottom-right "
             "causal), K and V rotated over enough copies (3× the last-level cache) that every iteration reads them "
-            "from memory. **floor** = bytes of K and V / the read bandwidth with the same number of threads (a "
+            "from memory" + ("; the copies and the floor's buffer allocated once at the start of the run, after a "
+                             "settling block of 1.5 GiB that nothing reads (the first memory a process allocates read "
+                             "10-20% slower on the Intel Xeon of the nineteenth session: bench_decode.cpp)"
+                             if ctx.get("memory") == "settled" else "") + ". **floor** = bytes of K and V / the read bandwidth with the same number of threads (a "
             "vectorised read of a buffer 4× the last-level cache), "
             + ("measured next to each cell (the mean of one read just before and one just after its timed loop: this "
                "VM's bandwidth moves by up to 2× within minutes, so a floor measured once per run misplaces cells run "
