@@ -16,6 +16,7 @@
 // prefetches), so that the tunings can be compared on one host.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <cstddef>
@@ -37,7 +38,15 @@ constexpr std::size_t d = 128;
 
 const bool tuning_from_environment = [] {
   const char* f = std::getenv("ATTNX_BENCH_DECODE_TUNING");
-  if (f && *f) attnx::kernels::detail::decode_tuning().store(static_cast<int>(std::strtol(f, nullptr, 0)));
+  if (f && *f) {
+    char* end = nullptr;
+    const long family = std::strtol(f, &end, 0);
+    if (*end != '\0' || (family != 0 && family != 0x19 && family != 0x1a)) {
+      std::fprintf(stderr, "ATTNX_BENCH_DECODE_TUNING=%s: expected 0, 0x19 or 0x1a\n", f);
+      std::exit(2);
+    }
+    attnx::kernels::detail::decode_tuning().store(static_cast<int>(family));
+  }
   benchmark::AddCustomContext("decode_tuning", f && *f ? f : "this CPU's");
   return f && *f;
 }();
@@ -124,7 +133,8 @@ const attnx::storage<KV, attnx::dyn>& pool() {
 // against 13.4-15.9 for the three after it; a first 512 MiB block 11.8-12.8, everything after it 14.5-15.9).
 // Until then the pools were made by the first cell that needed each, in the random order of the interleaved
 // cells, so whichever came first (the fp32 pool, one 16-bit pool or the floor's buffer) read slower for the
-// whole run: one likely cause of the run-to-run swings docs/decoding.md records (eighteenth session).
+// whole run: one likely cause of the run-to-run swings docs/decoding.md records (eighteenth session). The cost:
+// about 10.5 GiB and 6 s before main, for every invocation (--benchmark_list_tests and filtered runs too).
 const bool memory_ready = [] {
   static const attnx::storage<float, attnx::dyn> settling = [] {
     attnx::storage<float, attnx::dyn> s(attnx::uninitialized, (std::size_t(3) << 29) / sizeof(float));
