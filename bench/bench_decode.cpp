@@ -41,8 +41,9 @@ const bool tuning_from_environment = [] {
   if (f && *f) {
     char* end = nullptr;
     const long family = std::strtol(f, &end, 0);
-    if (*end != '\0' || (family != 0 && family != 0x19 && family != 0x1a)) {
-      std::fprintf(stderr, "ATTNX_BENCH_DECODE_TUNING=%s: expected 0, 0x19 or 0x1a\n", f);
+    const auto& known = attnx::kernels::detail::decode_families;
+    if (*end != '\0' || std::find(std::begin(known), std::end(known), family) == std::end(known)) {
+      std::fprintf(stderr, "ATTNX_BENCH_DECODE_TUNING=%s: expected 0, 0x19 or 0x1a (kernels::detail::decode_families)\n", f);
       std::exit(2);
     }
     attnx::kernels::detail::decode_tuning().store(static_cast<int>(family));
@@ -134,7 +135,9 @@ const attnx::storage<KV, attnx::dyn>& pool() {
 // Until then the pools were made by the first cell that needed each, in the random order of the interleaved
 // cells, so whichever came first (the fp32 pool, one 16-bit pool or the floor's buffer) read slower for the
 // whole run: one likely cause of the run-to-run swings docs/decoding.md records (eighteenth session). The cost:
-// about 10.5 GiB and 6 s before main, for every invocation (--benchmark_list_tests and filtered runs too).
+// 10.5 GiB resident and 42 s before main on that Xeon (10 s user, 32 s system: the page faults of 4 KiB pages),
+// for every invocation (--benchmark_list_tests and filtered runs too), where a filtered run used to fill only the
+// pools its cells read.
 const bool memory_ready = [] {
   static const attnx::storage<float, attnx::dyn> settling = [] {
     attnx::storage<float, attnx::dyn> s(attnx::uninitialized, (std::size_t(3) << 29) / sizeof(float));

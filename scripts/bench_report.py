@@ -441,13 +441,15 @@ def decode_comparison(path, run_note=""):
         return statistics.median(per) if per else None
     adjacent = all(x[2] > 0 for k, v in runs.items() if k[0] != "unfused" for x in v)
     reps = max((len(v) for v in runs.values()), default=0)
+    # bench_decode records "memory": "settled" when it allocates its blocks at start (bench_decode.cpp).
+    settled = ("; the copies and the floor's buffer allocated once at the start of the run, after a settling block "
+               "of 1.5 GiB that nothing reads (the first memory a process allocates read 10-20% slower on the Intel "
+               "Xeon of the nineteenth session: bench_decode.cpp)" if ctx.get("memory") == "settled" else "")
     out += ["", "## Decoding: the decode kernel against the memory-bandwidth floor (bench_decode)", "",
             "One batch item, H heads (= KV heads), d = 128, L_q new query rows against L_k cached keys (bottom-right "
             "causal), K and V rotated over enough copies (3× the last-level cache) that every iteration reads them "
-            "from memory" + ("; the copies and the floor's buffer allocated once at the start of the run, after a "
-                             "settling block of 1.5 GiB that nothing reads (the first memory a process allocates read "
-                             "10-20% slower on the Intel Xeon of the nineteenth session: bench_decode.cpp)"
-                             if ctx.get("memory") == "settled" else "") + ". **floor** = bytes of K and V / the read bandwidth with the same number of threads (a "
+            "from memory" + settled + ". **floor** = bytes of K and V / the read bandwidth with the same number of "
+            "threads (a "
             "vectorised read of a buffer 4× the last-level cache), "
             + ("measured next to each cell (the mean of one read just before and one just after its timed loop: this "
                "VM's bandwidth moves by up to 2× within minutes, so a floor measured once per run misplaces cells run "

@@ -264,7 +264,6 @@ struct tuned_as {
   ~tuned_as() { ak::detail::decode_tuning().store(old); }
   tuned_as(const tuned_as&) = delete;
 };
-constexpr int decode_tunings[] = {0, 0x19, 0x1a};
 // Elements of a and b whose bits differ (two NaNs count as the same; so far the tunings agree on the sign of
 // zeros too, though four_rows' padding slots could make +0 of a -0 that few_rows keeps).
 template <class T>
@@ -287,7 +286,7 @@ double run_all(instance<T>& in, const ak::attention_problem<T>& p, const result&
       worst = std::max(worst, check(in, r, tl));
       if (after_each) after_each(i);
       const std::vector<T> o1 = in.ob, l1 = in.lb;
-      for (int family : decode_tunings) {
+      for (int family : ak::detail::decode_families) {
         if (!tunings_under_test || i != isa::avx512) break;  // (the tunings are those of the AVX-512 loops)
         BOOST_TEST_CONTEXT("tuned for CPU family " << family) {
           {
@@ -415,7 +414,6 @@ BOOST_AUTO_TEST_CASE(every_kernel_form) {
   forms<float>({{1, 64, 128}, {1, 128, 64}, {2, 64, 128}, {2, 128, 64}, {1, 32, 64}, {1, 48, 128}, {1, 96, 64}}, 1000);
   for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16}) {
     const with_storage st(kv);
-    const with_tunings every;  // (one 16-bit row prefetches except on AMD)
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16")) {
       forms<float>({{1, 128, 128}, {1, 64, 64}, {1, 64, 128}, {1, 128, 64}, {1, 96, 64}, {1, 96, 128}, {1, 40, 40}, {2, 64, 64},
                     {2, 64, 128}, {2, 128, 64}, {5, 16, 16}, {6, 64, 64}, {6, 40, 40}},
@@ -726,6 +724,7 @@ BOOST_AUTO_TEST_CASE(few_rows_16bit_special_values) {
 // row sees every key with the same weight: column 0 is +inf (V's last key), the others 0.5. 16-bit K and V, and
 // float under every decode tuning (three and four fp32 rows take four_rows except on AMD).
 BOOST_AUTO_TEST_CASE(infinite_value_in_a_short_last_step) {
+  const int every_tuning[] = {-1, ak::detail::decode_families[0], ak::detail::decode_families[1], ak::detail::decode_families[2]};
   const auto name = [](ak::kv_storage kv) { return kv == ak::kv_storage::bf16 ? "bf16" : kv == ak::kv_storage::f16 ? "f16" : "float"; };
   for (ak::kv_storage kv : {ak::kv_storage::bf16, ak::kv_storage::f16, ak::kv_storage::same})
     for (std::size_t lq : {3u, 4u})
@@ -748,24 +747,24 @@ BOOST_AUTO_TEST_CASE(infinite_value_in_a_short_last_step) {
           }
           p.lq = lq, p.lk = lk, p.dk = d, p.dv = d;
           for (isa i : attnx::simd::supported())
-            for (int family : {-1, 0, 0x19, 0x1a})
-            for (unsigned t : {1u, 2u}) {
-              BOOST_TEST_CONTEXT(name(kv) << " Lq " << lq << " d " << d << " Lk " << lk << " " << attnx::simd::name(i)
-                                          << " tuned for " << family << " threads " << t) {
-                std::fill(o.begin(), o.end(), -1.0f);
-                {
-                  const tuned_as as(family);
-                  ak::flash_attention(p, i, t);
-                }
-                std::size_t bad = 0;
-                for (std::size_t r = 0; r < lq; ++r)
-                  for (std::size_t c = 0; c < d; ++c) {
-                    const float x = o[r * d + c];
-                    if (c == 0 ? x != std::numeric_limits<float>::infinity() : std::abs(x - 0.5f) > 1e-6f) ++bad;
+            for (unsigned t : {1u, 2u})
+              for (int family : every_tuning) {  // (-1: this CPU's)
+                BOOST_TEST_CONTEXT(name(kv) << " Lq " << lq << " d " << d << " Lk " << lk << " " << attnx::simd::name(i)
+                                            << " tuned for " << family << " threads " << t) {
+                  std::fill(o.begin(), o.end(), -1.0f);
+                  {
+                    const tuned_as as(family);
+                    ak::flash_attention(p, i, t);
                   }
-                BOOST_TEST(bad == 0u);
+                  std::size_t bad = 0;
+                  for (std::size_t r = 0; r < lq; ++r)
+                    for (std::size_t c = 0; c < d; ++c) {
+                      const float x = o[r * d + c];
+                      if (c == 0 ? x != std::numeric_limits<float>::infinity() : std::abs(x - 0.5f) > 1e-6f) ++bad;
+                    }
+                  BOOST_TEST(bad == 0u);
+                }
               }
-            }
         }
 }
 

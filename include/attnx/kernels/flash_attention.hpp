@@ -217,6 +217,8 @@ inline std::atomic<int>& decode_tuning() noexcept {
   static std::atomic<int> family{-1};
   return family;
 }
+// The families the decode kernel has tunings for: any CPU but AMD's (0), AMD Zen 3 / Zen 4 (0x19), Zen 5 (0x1a).
+inline constexpr int decode_families[] = {0, 0x19, 0x1a};
 inline unsigned decode_family() noexcept {
   const int f = decode_tuning().load(std::memory_order_relaxed);
   return f < 0 ? simd::amd_family() : static_cast<unsigned>(f);
