@@ -7,9 +7,12 @@
 //   BM_unfused/H/Lq/Lk/threads        the same with OpenBLAS: S = Q K^T (sgemm), row softmax, S V (sgemm)
 //   BM_pair_<bf16|f16>/H/Lq/Lk/threads  fp32 and 16-bit K/V on the same cell in alternation (L_k >= 16384): the
 //                                     16-bit speed-up measured under the same conditions (see pair below)
+//   BM_fma/threads:T                  the arithmetic ceiling: register-resident FMA chains on T threads
+//                                     (FLOPS_PEAK, floating-point operations per second; fma_now)
 // Counters: BYTES = bytes of K and V read per second (the bandwidth-floor comparison), FLOPS = 4 H Lq Lk d
 // per second, FLOOR (decode cells) = the read bandwidth measured on the same threads just before and after
-// the cell (bytes per second; the floor docs/benchmarks.md uses); FP32_MS, HALF_MS, X_FP32 (pair cells). Wall
+// the cell (bytes per second; the floor docs/benchmarks.md uses), FMA_PEAK (decode cells) = the FMA rate
+// measured the same way (operations per second); FP32_MS, HALF_MS, X_FP32 (pair cells). Wall
 // time (UseRealTime) throughout.
 // ATTNX_BENCH_DECODE_TUNING=<family> (0, 0x19 or 0x1a: any CPU but AMD's, AMD Zen 4, Zen 5) runs the decode kernel
 // tuned for that CPU family instead of this one (kernels::detail::decode_tuning: the same bits, other loops and
@@ -30,6 +33,7 @@
 
 #include "attnx/attnx.hpp"
 #include "bench_common.hpp"
+#include "fma_peak.hpp"
 #include "read_floor.hpp"
 
 namespace {
@@ -95,6 +99,35 @@ double floor_now(unsigned threads) {
   const auto t0 = std::chrono::steady_clock::now();
   read_pass(buf.data(), buf.size(), threads);
   return double(buf.size() * sizeof(float)) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ---- the arithmetic floor ----------------------------------------------------------------------------
+// The FMA rate (floating-point operations per second) on `threads` threads, register-resident (bench/fma_peak.hpp),
+// the best of three passes of about 3 ms: beside the read bandwidth, the other limit of a decode cell (counter
+// FMA_PEAK, measured like FLOOR just before and after each cell). The kernel does 4 d floating-point operations per
+// query row and key (2 d for the dot, 2 d for the values: counter FLOPS), so four rows of 16-bit K and V ask 4
+// operations per byte read, four rows of fp32 2, one row 1 (16-bit) or 0.5 (fp32): which limit binds depends on the
+// rows and on the machine's FMA rate per byte of read bandwidth (docs/decoding.md, twenty-first session).
+double fma_now(unsigned threads) {
+  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
+  constexpr long inner = 1 << 17;
+  double best = 0, sink[2] = {0, 0}, flops[2] = {0, 0};
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) { flops[t & 1] = bench::fma_pass(wide, inner, sink[t & 1]); });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flops[0] * threads / s);
+  }
+  benchmark::DoNotOptimize(sink);
+  return best;
+}
+
+void BM_fma(benchmark::State& state) {
+  const auto threads = unsigned(state.range(0));
+  double rate = 0;
+  for (auto _ : state) rate = fma_now(threads);
+  state.counters["FLOPS_PEAK"] = rate;
+  state.counters["threads"] = threads;
 }
 
 // ---- the decode kernel -------------------------------------------------------------------------------
@@ -185,12 +218,13 @@ void decode(benchmark::State& state, attnx::kernels::kv_storage storage) {
   std::vector<float> q(H * Lq * d, 0.05f), o(H * Lq * d);
   const attnx::simd::isa isa = attnx::default_context().isa();
   std::size_t it = 0;
-  const double before = floor_now(threads);
+  const double before = floor_now(threads), fma_before = fma_now(threads);
   for (auto _ : state) run_once(c, it++ % c.n, q, o, H, Lq, Lk, threads, storage, isa);
   state.counters["BYTES"] = benchmark::Counter(double(2 * H * Lk * d * sizeof(KV)), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["FLOPS"] = benchmark::Counter(4.0 * double(H * Lq * Lk * d), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copies"] = double(c.n);
   state.counters["FLOOR"] = (before + floor_now(threads)) / 2;
+  state.counters["FMA_PEAK"] = (fma_before + fma_now(threads)) / 2;
   state.SetLabel(std::string(storage_name(storage)) + " " + std::string(attnx::simd::name(isa)));
 }
 
@@ -287,6 +321,7 @@ void pair_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_read)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_fma)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_decode_fp32)->Apply(decode_args);
 BENCHMARK(BM_decode_bf16)->Apply(decode_args);
 BENCHMARK(BM_decode_f16)->Apply(decode_args);

@@ -12,52 +12,20 @@
 #include <immintrin.h>
 
 #include "bench_common.hpp"
+#include "fma_peak.hpp"
 
 namespace {
 
 using bench::qkv;
 
-// ---- FMA peak: independent register-resident FMA chains (enough to cover latency x pipes) ----
-// Compiled for AVX-512 and for AVX2 + FMA whatever the build's flags (the default-flags build measures the
-// same ceiling), and run on the widest this CPU has.
-template <class Reg, int Lanes, Reg (*Fma)(Reg, Reg, Reg), Reg (*Set1)(float)>
-double fma_loop(long inner, int reps) {
-  constexpr int chains = 16;
-  Reg acc[chains];
-  for (int i = 0; i < chains; ++i) acc[i] = Set1(float(i));
-  const Reg x = Set1(0.9999f), y = Set1(1e-7f);
-  for (int r = 0; r < reps; ++r)
-    for (long it = 0; it < inner; ++it) {
-#pragma GCC unroll 16
-      for (int i = 0; i < chains; ++i) acc[i] = Fma(acc[i], x, y);
-    }
-  float sink = 0;
-  for (int i = 0; i < chains; ++i) {
-    float tmp[Lanes];
-    std::memcpy(tmp, &acc[i], sizeof tmp);
-    sink += tmp[0];
-  }
-  return double(sink);
-}
-__attribute__((target("avx512f"))) __m512 fma512(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-__attribute__((target("avx512f"))) __m512 set512(float x) { return _mm512_set1_ps(x); }
-__attribute__((target("avx2,fma"))) __m256 fma256(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
-__attribute__((target("avx2,fma"))) __m256 set256(float x) { return _mm256_set1_ps(x); }
-__attribute__((target("avx512f"), flatten)) double fma_peak_avx512(long inner) {
-  return fma_loop<__m512, 16, fma512, set512>(inner, 1);
-}
-__attribute__((target("avx2,fma"), flatten)) double fma_peak_avx2(long inner) {
-  return fma_loop<__m256, 8, fma256, set256>(inner, 1);
-}
-
 void BM_fma_peak(benchmark::State& state) {
   const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
-  const int lanes = wide ? 16 : 8;
-  constexpr int chains = 16;
   constexpr long inner = 1 << 16;
-  for (auto _ : state) benchmark::DoNotOptimize(wide ? fma_peak_avx512(inner) : fma_peak_avx2(inner));
-  state.counters["FLOPS"] = benchmark::Counter(2.0 * lanes * chains * inner, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::to_string(lanes) + " lanes x " + std::to_string(chains) + " chains");
+  double sink = 0, flops = 0;
+  for (auto _ : state) flops = bench::fma_pass(wide, inner, sink);
+  benchmark::DoNotOptimize(sink);
+  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(wide ? 16 : 8) + " lanes x " + std::to_string(bench::fma_chains) + " chains");
 }
 
 // ---- fused kernel ----------------------------------------------------------------------------
