@@ -102,9 +102,10 @@ double floor_now(unsigned threads) {
 }
 
 // ---- the arithmetic floor ----------------------------------------------------------------------------
-// The FMA rate (floating-point operations per second) on `threads` threads, register-resident (bench/fma_peak.hpp),
-// the best of three passes of about 3 ms: beside the read bandwidth, the other limit of a decode cell (counter
-// FMA_PEAK, measured like FLOOR just before and after each cell). The kernel does 4 d floating-point operations per
+// The FMA rate (floating-point operations per second) on `threads` threads, register-resident (bench/fma_peak.hpp):
+// the best of three short passes (2^17 x 16 FMAs each, 0.4 ms on one core of the twenty-first session's Xeon at 177
+// GFLOP/s), taken in the same seconds as the cell. Beside the read bandwidth, the other limit of a decode cell
+// (counter FMA_PEAK, measured like FLOOR just before and after each cell). The kernel does 4 d floating-point operations per
 // query row and key (2 d for the dot, 2 d for the values: counter FLOPS), so four rows of 16-bit K and V ask 4
 // operations per byte read, four rows of fp32 2, one row 1 (16-bit) or 0.5 (fp32): which limit binds depends on the
 // rows and on the machine's FMA rate per byte of read bandwidth (docs/decoding.md, twenty-first session).
