@@ -4,12 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <vector>
 
 #include <cblas.h>
-#include <immintrin.h>
 
 #include "bench_common.hpp"
 #include "fma_peak.hpp"

@@ -416,28 +416,28 @@ def gpt2_comparison(path, torch_path):
     return out, rows
 
 def roofline_table(roof, fma):
-    """The four-row decode cells against both of their limits, each measured next to the cell: the bytes of K and V
-    over the read bandwidth (FLOOR) and the cell's 4 H Lq Lk d operations over the FMA rate (FMA_PEAK)."""
-    def med(k, f):
-        v = roof.get(k)
+    """The four-row decode cells against both of their limits, each measured next to the cell: per repetition, the
+    time of the cell's bytes at the read bandwidth (BYTES / FLOOR) and of its operations at the FMA rate
+    (FLOPS / FMA_PEAK), each as a share of the cell's time, and the kernel's rate (FLOPS)."""
+    def med(keys, f):
+        v = [x for k in keys for x in roof.get(k, [])]
         return statistics.median(f(*x) for x in v) if v else None
     out = ["", "The four-row cells against the arithmetic limit: the FMA rate of register-resident FMA chains on the "
            "same threads, measured next to each cell like its floor (`BM_fma` in the same run, for reference: " +
            ", ".join(f"{statistics.median(fma[t]):.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t in sorted(fma)) +
            "). Four rows at d 128 do 2 floating-point operations (one FMA lane) per byte of fp32 K and V and 4 per byte "
            "of 16-bit ones (4 d per row and key). `FMAs / bytes` = the time of the cell's operations at the FMA rate / "
-           "the time of its bytes at the read bandwidth (below 100%: the bytes bind); `GFLOP/s (% peak)` = the "
-           "kernel's rate and its share of the FMA rate. Medians over the repetitions.", "",
+           "the time of its bytes at the read bandwidth (below 100%: the bytes bind; 16-bit: the bf16 and f16 cells "
+           "together); `GFLOP/s (% peak)` = the kernel's rate and its share of the FMA rate. Medians over the "
+           "repetitions.", "",
            "| H | L_k | threads | FMAs / bytes, fp32 | FMAs / bytes, 16-bit | fp32 GFLOP/s (% peak) | bf16 GFLOP/s (% peak) | f16 GFLOP/s (% peak) |",
            "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    cells_of = sorted({(k[1], k[3], k[4]) for k in roof if k[2] == 4}, key=lambda k: (k[2], k[0], k[1]))
-    for H, Lk, t in cells_of:
-        k32, k16 = ("fp32", H, 4, Lk, t), ("bf16", H, 4, Lk, t)
-        cells = [fmt(med(k32, lambda sec, b, a: a / b * 100), "{:.0f}%"), fmt(med(k16, lambda sec, b, a: a / b * 100), "{:.0f}%")]
+    ratio = lambda by_bytes, by_fma, rate: by_fma / by_bytes * 100
+    for H, Lk, t in sorted({(k[1], k[3], k[4]) for k in roof if k[2] == 4}, key=lambda k: (k[2], k[0], k[1])):
+        key = lambda st: (st, H, 4, Lk, t)
+        cells = [fmt(med([key("fp32")], ratio), "{:.0f}%"), fmt(med([key("bf16"), key("f16")], ratio), "{:.0f}%")]
         for st in ("fp32", "bf16", "f16"):
-            k = (st, H, 4, Lk, t)
-            flops = 4.0 * H * 4 * Lk * 128
-            rate, share = med(k, lambda sec, b, a: flops / sec / 1e9), med(k, lambda sec, b, a: a / sec * 100)
+            rate, share = med([key(st)], lambda _, __, r: r), med([key(st)], lambda _, by_fma, __: by_fma * 100)
             cells.append(f"{rate:.1f} ({share:.0f}%)" if rate is not None else "–")
         out.append(f"| {H} | {Lk} | {t} | " + " | ".join(cells) + " |")
     return out
@@ -454,7 +454,7 @@ def decode_comparison(path, run_note=""):
     runs = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(seconds, GB/s)]
     floor = collections.defaultdict(list)  # threads -> [GB/s]
     fma = collections.defaultdict(list)  # threads -> [GFLOP/s], BM_fma
-    roof = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(seconds, bytes floor s, FMA floor s)]
+    roof = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(bytes' share, FMAs' share, GFLOP/s)]
     paired = collections.defaultdict(list)  # (storage, H, Lq, Lk, threads) -> [fp32 time / 16-bit time, in alternation]
     for b in data["benchmarks"]:
         if b.get("run_type") != "iteration":
@@ -472,9 +472,8 @@ def decode_comparison(path, run_note=""):
             continue
         key = (name.replace("decode_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))
         runs[key].append((seconds(b, "real_time"), b["BYTES"] / 1e9, b.get("FLOOR", 0) / 1e9))
-        if b.get("FLOOR") and b.get("FMA_PEAK") and key[0] != "unfused":
-            sec = seconds(b, "real_time")
-            roof[key].append((sec, b["BYTES"] * sec / b["FLOOR"], b["FLOPS"] * sec / b["FMA_PEAK"]))
+        if b.get("FLOOR") and b.get("FMA_PEAK") and key[0] != "unfused":  # (rates: a share of the cell's time each)
+            roof[key].append((b["BYTES"] / b["FLOOR"], b["FLOPS"] / b["FMA_PEAK"], b["FLOPS"] / 1e9))
     fl = {t: statistics.median(v) for t, v in floor.items()}
     med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in runs.items()}
     # % of the floor: per repetition, against the read bandwidth measured next to it (FLOOR) when the run has
