@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -112,14 +113,15 @@ double floor_now(unsigned threads) {
 double fma_now(unsigned threads) {
   const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
   constexpr long inner = 1 << 17;
-  double best = 0, sink[2] = {0, 0}, flops[2] = {0, 0};
+  std::vector<double> sink(threads), flops(threads);  // each thread its own
+  double best = 0;
   for (int pass = 0; pass < 3; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
-    attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) { flops[t & 1] = bench::fma_pass(wide, inner, sink[t & 1]); });
+    attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) { flops[t] = bench::fma_pass(wide, inner, sink[t]); });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, flops[0] * threads / s);
+    best = std::max(best, std::accumulate(flops.begin(), flops.end(), 0.0) / s);
   }
-  benchmark::DoNotOptimize(sink);
+  benchmark::DoNotOptimize(sink.data());
   return best;
 }
 

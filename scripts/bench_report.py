@@ -472,7 +472,7 @@ def decode_comparison(path, run_note=""):
             continue
         key = (name.replace("decode_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))
         runs[key].append((seconds(b, "real_time"), b["BYTES"] / 1e9, b.get("FLOOR", 0) / 1e9))
-        if b.get("FLOOR") and b.get("FMA_PEAK") and key[0] != "unfused":  # (rates: a share of the cell's time each)
+        if b.get("FLOOR") and b.get("FMA_PEAK"):  # decode cells (rates: a share of the cell's time each)
             roof[key].append((b["BYTES"] / b["FLOOR"], b["FLOPS"] / b["FMA_PEAK"], b["FLOPS"] / 1e9))
     fl = {t: statistics.median(v) for t, v in floor.items()}
     med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in runs.items()}
