@@ -109,7 +109,7 @@ double floor_now(unsigned threads) {
 // (counter FMA_PEAK, measured like FLOOR just before and after each cell). The kernel does 4 d floating-point operations per
 // query row and key (2 d for the dot, 2 d for the values: counter FLOPS), so four rows of 16-bit K and V ask 4
 // operations per byte read, four rows of fp32 2, one row 1 (16-bit) or 0.5 (fp32): which limit binds depends on the
-// rows and on the machine's FMA rate per byte of read bandwidth (docs/decoding.md, twenty-first session).
+// rows and on the machine's FMA rate per byte of read bandwidth (docs/decoding-log.md, twenty-first session).
 double fma_now(unsigned threads) {
   const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
   constexpr long inner = 1 << 17;
@@ -170,7 +170,7 @@ const attnx::storage<KV, attnx::dyn>& pool() {
 // against 13.4-15.9 for the three after it; a first 512 MiB block 11.8-12.8, everything after it 14.5-15.9).
 // Until then the pools were made by the first cell that needed each, in the random order of the interleaved
 // cells, so whichever came first (the fp32 pool, one 16-bit pool or the floor's buffer) read slower for the
-// whole run: one likely cause of the run-to-run swings docs/decoding.md records (eighteenth session). The cost:
+// whole run: one likely cause of the run-to-run swings docs/decoding-log.md records (eighteenth session). The cost:
 // 10.5 GiB resident and 42 s before main on that Xeon (10 s user, 32 s system: the page faults of 4 KiB pages),
 // for every invocation (--benchmark_list_tests and filtered runs too), where a filtered run used to fill only the
 // pools its cells read.

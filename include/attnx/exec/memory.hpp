@@ -24,7 +24,7 @@
 // Intel Xeon model 207, eighteenth session: 1 GiB buffers read at 11.7-15.2 GB/s on 4 KiB pages, the first
 // buffer of a process always the slowest, and at 14.2-15.6 on 2 MiB pages), but the decode
 // kernel's times did not follow consistently (Zen 5: from 12% faster to 42% slower by cell; Intel: medians
-// by group from 7% slower to 12% faster in alternated runs): docs/decoding.md. The advice covers only the
+// by group from 7% slower to 12% faster in alternated runs): docs/decoding-log.md. The advice covers only the
 // whole 2 MiB pages inside a block, so it never backs memory outside it; the cost is that touching one byte
 // of a 2 MiB page backs all of it, and a fault there may compact memory first.
 #pragma once

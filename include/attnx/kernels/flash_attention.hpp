@@ -472,7 +472,7 @@ decode_kernel_ref<T> decode_ref() {
 // least two items per thread when there are enough chunks): the kernel goes through it in one pass and
 // leaves a state at every chunk boundary, so that the memory streams of K and V do not restart every
 // decode_chunk keys (AMD Zen 5, d 128, H 8, L_k 16384, one thread, from memory, against one item per chunk:
-// one bf16 row 80-82% -> 88-89% of the read bandwidth, one f16 row 80-81% -> 87%; docs/decoding.md). The
+// one bf16 row 80-82% -> 88-89% of the read bandwidth, one f16 row 80-81% -> 87%; docs/decoding-log.md). The
 // states, and so the results, are the same for any number of threads. Compiled once per T (the kernel comes
 // as decode_kernel_ref). p: validated, not empty.
 template <class T>
