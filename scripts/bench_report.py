@@ -446,6 +446,7 @@ def roofline_table(roof, fma):
 def decode_comparison(path, run_note=""):
     """bench_decode: the decode kernel against the bandwidth floor measured in the same run, and OpenBLAS."""
     out, rows = [], []
+    run_note = run_note.strip().rstrip(".")  # the sentence's period is added below
     if not path:
         return out, rows
     with open(path) as f:
@@ -503,7 +504,7 @@ def decode_comparison(path, run_note=""):
             "(above 100% for bf16 / f16, which read half the bytes). `× fp32` = the fp32 time / the 16-bit time (medians; "
             "with the cells interleaved at random, each median spans the same minutes). `× OpenBLAS` = the unfused OpenBLAS time (sgemm, row softmax, "
             "sgemm per head) / the fp32 kernel's.", "",
-            f"Run: {ctx.get('date', '?')}" + (f"; {run_note.strip().rstrip('.')}" if run_note.strip() else "") + ".", "",
+            f"Run: {ctx.get('date', '?')}" + (f"; {run_note}" if run_note else "") + ".", "",
             "| H | L_q | L_k | threads | fp32 ms | GB/s | % floor | × OpenBLAS | bf16 ms | % floor | × fp32 | f16 ms | % floor | × fp32 |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     worst = {}
