@@ -1,17 +1,21 @@
 // attnx/io/safetensors.hpp: round trips (float, double, transposed, views, metadata, a whole
 // multi_head_attention module in both weight layouts), a hand-made file as another writer would produce
-// it, and one test per error: missing file, truncated file, header length beyond the file, corrupt JSON,
-// malformed entries, data offsets beyond the data, missing tensor, wrong dtype, F16/BF16, wrong shape.
+// it, BF16 and F16 files (every pattern, and a whole module) and the exact widenings (F32 into double, I32 into
+// std::int64_t), and one test per error: missing file, truncated file, header length beyond the file, corrupt
+// JSON, malformed entries, data offsets beyond the data, missing tensor, a dtype the target does not hold
+// exactly, wrong shape.
 #define BOOST_TEST_MODULE safetensors
 #include <boost/test/unit_test.hpp>
 
 #include <attnx/attnx.hpp>
 #include <attnx/io/safetensors.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <system_error>
@@ -90,6 +94,16 @@ Tensor iota(double start, double step) {
   return t;
 }
 
+// Every weight and bias of an 8-wide module with 4-wide projections (multi_head_attention<float, 8, 2, kv_heads 1>)
+// from next().
+template <class M, class F>
+void fill_parameters(M& m, F next) {
+  for (auto* p : {m.w_q.data(), m.w_k.data(), m.w_v.data(), m.w_o.data()})
+    for (std::size_t i = 0; i < 64; ++i) p[i] = next();
+  for (auto* p : {m.b_q.data(), m.b_k.data(), m.b_v.data(), m.b_o.data()})
+    for (std::size_t i = 0; i < 4; ++i) p[i] = next();
+}
+
 }  // namespace
 
 // ---- round trips -----------------------------------------------------------------------------------------
@@ -144,10 +158,7 @@ BOOST_AUTO_TEST_CASE(multi_head_attention_round_trip_both_layouts) {
   M m;
   std::mt19937 g(5);
   std::uniform_real_distribution<float> d(-1, 1);
-  for (auto* p : {m.w_q.data(), m.w_k.data(), m.w_v.data(), m.w_o.data()})
-    for (std::size_t i = 0; i < 64; ++i) p[i] = d(g);
-  for (auto* p : {m.b_q.data(), m.b_k.data(), m.b_v.data(), m.b_o.data()})
-    for (std::size_t i = 0; i < 4; ++i) p[i] = d(g);
+  fill_parameters(m, [&] { return d(g); });
   const auto x = iota<tensor<float, 2, 3, 8>>(-0.5, 0.02);
   const tensor<float, 2, 3, 8> want = m(x, causal);
 
@@ -235,24 +246,155 @@ BOOST_AUTO_TEST_CASE(missing_tensor) {
                                                                                  "2 tensors: w_k, w_q"});
 }
 
-BOOST_AUTO_TEST_CASE(wrong_dtype) {
+BOOST_AUTO_TEST_CASE(exact_widenings_load_and_narrowing_is_refused) {
   const auto p = tmp / "dtypes.safetensors";
-  st::save(p, {st::make_entry("f", tensor<float, 2>{}), st::make_entry("d", tensor<double, 2>{})});
+  const auto fl = iota<tensor<float, 3>>(0.1, 1.0 / 3.0);  // no value exact in fewer than 24 bits
+  st::save(p, {st::make_entry("f", fl), st::make_entry("d", tensor<double, 2>{}),
+               st::make_entry("i", tensor<std::int32_t, 3>{{-7, 0, 2147483647}}), st::make_entry("l", tensor<std::int64_t, 1>{})});
   const st::file f(p);
-  throws<st::dtype_error>([&] { (void)f.load<tensor<double, 2>>("f"); }, {"tensor 'f'", "has dtype F32", "needs F64"});
-  throws<st::dtype_error>([&] { (void)f.load<tensor<float, 2>>("d"); }, {"tensor 'd'", "has dtype F64", "needs F32"});
+  // F32 into double and I32 into std::int64_t: every value as stored.
+  const auto fd = f.load<tensor<double, 3>>("f");
+  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(fd(i) == static_cast<double>(fl(i)));
+  BOOST_TEST(fd(1) != 0.1 + 1.0 / 3.0);  // (the float's value, not the decimal one)
+  const auto il = f.load<tensor<std::int64_t, 3>>("i");
+  BOOST_TEST(il(0) == -7);
+  BOOST_TEST(il(2) == 2147483647);
+  // Narrowing and across kinds: refused, naming the tensor, the stored dtype, the element type and what it loads.
+  throws<st::dtype_error>([&] { (void)f.load<tensor<float, 2>>("d"); },
+                          {"tensor 'd'", "has dtype F64", "(float) do not hold exactly", "they load F32, BF16, F16"});
+  throws<st::dtype_error>([&] { (void)f.load<tensor<std::int32_t, 1>>("l"); }, {"has dtype I64", "(std::int32_t)", "they load I32"});
+  throws<st::dtype_error>([&] { (void)f.load<tensor<float, 3>>("i"); }, {"has dtype I32", "(float)"});
+  throws<st::dtype_error>([&] { (void)f.load<tensor<std::int64_t, 3>>("f"); }, {"has dtype F32", "they load I64, I32"});
+  for (const std::string dt : {"U16", "I16", "F8_E4M3", "BOOL"}) {
+    const std::size_t n = st::dtype_size(dt);
+    const auto q = write_raw(dt + ".safetensors", R"({"h":{"dtype":")" + dt + R"(","shape":[2],"data_offsets":[0,)" +
+                                                      std::to_string(2 * n) + "]}}",
+                             std::vector<unsigned char>(2 * n, 0));
+    throws<st::dtype_error>([&] { (void)st::file(q).load<tensor<double, 2>>("h"); }, {"has dtype " + dt, "(double)"});
+  }
 }
 
-BOOST_AUTO_TEST_CASE(half_precision_is_reported_unsupported) {
+namespace {
+// The value of a 16-bit pattern with E exponent bits and M = 15 - E fraction bits (bias 2^(E-1) - 1), by the
+// definition of the format (IEEE 754 binary16 for E = 5, bfloat16 for E = 8), in double; NaN for NaN patterns.
+double half_value(std::uint16_t h, int E) {
+  const int M = 15 - E, bias = (1 << (E - 1)) - 1;
+  const int e = (h >> M) & ((1 << E) - 1);
+  const double m = h & ((1 << M) - 1), s = h >> 15 ? -1.0 : 1.0;
+  if (e == (1 << E) - 1) return m == 0 ? s * std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+  if (e == 0) return s * std::ldexp(m, 1 - bias - M);        // zero, subnormal
+  return s * std::ldexp(m + std::ldexp(1.0, M), e - bias - M);  // normal
+}
+}  // namespace
+
+// Every one of the 65536 BF16 and F16 patterns, loaded into float and into double, against its value by the
+// format's definition (signed zeros, subnormals, the largest finite values, infinities and NaN included); a
+// transposed load; and a file as PyTorch writes a bf16 tensor.
+BOOST_AUTO_TEST_CASE(bf16_and_f16_load_every_pattern_exactly) {
   for (const std::string dt : {"BF16", "F16"}) {
-    const auto p = write_raw(dt + ".safetensors", R"({"h":{"dtype":")" + dt + R"(","shape":[2],"data_offsets":[0,4]}})",
-                             {0, 0x3c, 0, 0x40});
+    const int E = dt == "BF16" ? 8 : 5;
+    std::vector<unsigned char> data(2 * 65536);
+    for (std::size_t i = 0; i < 65536; ++i) {
+      data[2 * i] = static_cast<unsigned char>(i & 0xFF);
+      data[2 * i + 1] = static_cast<unsigned char>(i >> 8);
+    }
+    const auto p = write_raw(dt + "_all.safetensors", R"({"h":{"dtype":")" + dt + R"(","shape":[65536],"data_offsets":[0,131072]}})", data);
     const st::file f(p);
-    BOOST_TEST(f.info("h").dtype == dt);
-    throws<st::dtype_error>([&] { (void)f.load<tensor<float, 2>>("h"); }, {"has dtype " + dt, "does not load", "F32, F64"});
+    const auto hf = f.load<tensor<float, dyn>>("h");
+    const auto hd = f.load<tensor<double, 65536>>("h");
+    std::size_t wrong = 0, nans = 0, subnormals = 0;
+    for (std::size_t i = 0; i < 65536; ++i) {
+      const double want = half_value(static_cast<std::uint16_t>(i), E);
+      if (std::isnan(want)) {
+        ++nans;
+        wrong += !std::isnan(hf(i)) || !std::isnan(hd(i)) || std::signbit(hf(i)) != (i >> 15 == 1);
+        continue;
+      }
+      if (want != 0 && std::fabs(want) < std::ldexp(1.0, E == 8 ? -126 : -14)) ++subnormals;
+      wrong += static_cast<double>(hf(i)) != want || hd(i) != want || std::signbit(hf(i)) != std::signbit(want) ||
+               std::signbit(hd(i)) != std::signbit(want);
+    }
+    BOOST_TEST(wrong == 0u, dt << ": " << wrong << " patterns loaded wrong");
+    BOOST_TEST(nans == (E == 8 ? 254u : 2046u));
+    BOOST_TEST(subnormals == (E == 8 ? 254u : 2046u));
   }
-  const auto p = write_raw("i32.safetensors", R"({"i":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", {1, 0, 0, 0});
-  throws<st::dtype_error>([&] { (void)st::file(p).load<tensor<float, 1>>("i"); }, {"has dtype I32", "needs F32"});
+  // Spot values: F16 65504 and 2^-24, BF16 1, -2 and the largest finite (0x7F7F = (2 - 2^-7) 2^127), as (2, 3)
+  // stored (3, 2) for a transposed load.
+  const std::vector<unsigned char> h16 = {0xFF, 0x7B, 0x01, 0x00, 0x00, 0x3C, 0x00, 0xC0, 0x00, 0x80, 0x00, 0x7C};
+  const auto p16 = write_raw("f16_t.safetensors", R"({"w":{"dtype":"F16","shape":[3,2],"data_offsets":[0,12]}})", h16);
+  const auto w = st::file(p16).load_transposed<tensor<float, 2, 3>>("w");
+  BOOST_TEST(w(0, 0) == 65504.0f);
+  BOOST_TEST(w(1, 0) == std::ldexp(1.0f, -24));
+  BOOST_TEST(w(0, 1) == 1.0f);
+  BOOST_TEST(w(1, 1) == -2.0f);
+  BOOST_TEST((w(0, 2) == 0.0f && std::signbit(w(0, 2))));
+  BOOST_TEST(w(1, 2) == std::numeric_limits<float>::infinity());
+  // What torch.save_file({"x": torch.tensor([1.0, -2.0, 3.3895314e38], dtype=torch.bfloat16)}) writes.
+  const std::string header = R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}})";
+  const auto pb = write_raw("bf16_pt.safetensors", header + std::string((8 - header.size() % 8) % 8, ' '),
+                            {0x80, 0x3F, 0x00, 0xC0, 0x7F, 0x7F});
+  const auto x = st::file(pb).load<tensor<double, 3>>("x");
+  BOOST_TEST(x(0) == 1.0);
+  BOOST_TEST(x(1) == -2.0);
+  BOOST_TEST(x(2) == std::ldexp(255.0, 120));
+}
+
+// A checkpoint stored in BF16 or F16 gives the module of the F32 checkpoint holding the same values (weights that
+// both formats hold exactly: multiples of 2^-6 below 1), bit for bit in its output.
+BOOST_AUTO_TEST_CASE(a_half_precision_checkpoint_loads_the_same_module) {
+  using M = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1}>;
+  M m;
+  std::mt19937 g(11);
+  std::uniform_int_distribution<int> k(-63, 63);
+  fill_parameters(m, [&] { return static_cast<float>(k(g)) / 64.0f; });
+  const auto x = iota<tensor<float, 2, 3, 8>>(-0.5, 0.02);
+  const tensor<float, 2, 3, 8> want = m(x, causal);
+  const auto names = st::mha_names::hugging_face("attn.");
+  const auto f32 = tmp / "mha_f32.safetensors";
+  st::save(f32, {st::make_entry(names.w_q, m.w_q, true), st::make_entry(names.w_k, m.w_k, true),
+                 st::make_entry(names.w_v, m.w_v, true), st::make_entry(names.w_o, m.w_o, true),
+                 st::make_entry(names.b_q, m.b_q), st::make_entry(names.b_k, m.b_k), st::make_entry(names.b_v, m.b_v),
+                 st::make_entry(names.b_o, m.b_o)});
+  // The same file in 16 bits: each F32 entry's bits rounded by the format's definition (these values are exact
+  // in both: the low 16 bits of a float are zero for BF16; for F16 the exponent is rebiased and 10 fraction bits
+  // kept), the offsets halved.
+  const st::file src(f32);
+  for (const std::string dt : {"BF16", "F16"}) {
+    std::vector<st::entry> es;
+    for (const auto& [name, t] : src.tensors()) {
+      st::entry e{name, dt, t.shape, {}};
+      std::vector<float> v(t.elements());
+      if (t.shape.size() == 2) src.load_into(name, view<float, dyn, dyn>(v.data(), t.shape[0], t.shape[1]));
+      else src.load_into(name, view<float, dyn>(v.data(), t.shape[0]));
+      for (float y : v) {
+        std::uint32_t u;
+        std::memcpy(&u, &y, 4);
+        std::uint16_t h;
+        if (dt == "BF16") {
+          BOOST_REQUIRE((u & 0xFFFF) == 0);
+          h = static_cast<std::uint16_t>(u >> 16);
+        } else if ((u & 0x7FFFFFFF) == 0) {
+          h = static_cast<std::uint16_t>(u >> 16);
+        } else {
+          const int ex = static_cast<int>((u >> 23) & 0xFF) - 127;
+          BOOST_REQUIRE((ex >= -14 && ex <= 15 && (u & 0x1FFF) == 0));
+          h = static_cast<std::uint16_t>((u >> 16 & 0x8000) | (ex + 15) << 10 | (u >> 13 & 0x3FF));
+        }
+        e.bytes.push_back(static_cast<unsigned char>(h & 0xFF));
+        e.bytes.push_back(static_cast<unsigned char>(h >> 8));
+      }
+      es.push_back(std::move(e));
+    }
+    const auto p = tmp / ("mha_" + dt + ".safetensors");
+    st::save(p, es);
+    const st::file f(p);
+    BOOST_TEST(f.info(names.w_q).dtype == dt);
+    const M a = st::load_mha<M>(f, names, st::weight_layout::out_in);
+    BOOST_TEST((a.w_k == m.w_k));
+    BOOST_TEST((a.b_o == m.b_o));
+    const tensor<float, 2, 3, 8> y = a(x, causal);
+    BOOST_TEST((y == want));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(wrong_shape_names_both_shapes) {

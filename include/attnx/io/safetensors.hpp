@@ -18,9 +18,10 @@
 //
 // Every failure throws a subclass of attnx::safetensors::error (a std::runtime_error) whose message
 // names the file and, where there is one, the tensor: file_error (missing or unreadable file),
-// format_error (truncated file, corrupt header, bad offsets), missing_tensor, dtype_error (F32 is
-// loaded into float tensors, F64 into double, I32 / I64 into std::int32_t / std::int64_t; F16, BF16 and the
-// other types are reported as unsupported), shape_error (names the stored and the expected shape).
+// format_error (truncated file, corrupt header, bad offsets), missing_tensor, dtype_error (a dtype the
+// target's elements do not hold exactly: float loads F32, BF16 and F16; double F64, F32, BF16 and F16;
+// std::int32_t I32; std::int64_t I64 and I32; the widening is exact, narrowing is refused), shape_error
+// (names the stored and the expected shape). Hugging Face checkpoints stored in BF16 or F16 load as they are.
 #pragma once
 
 #include <algorithm>
@@ -47,6 +48,7 @@
 #include "attnx/expr/slice.hpp"
 #include "attnx/modules/multi_head_attention.hpp"
 #include "attnx/shape/shape.hpp"
+#include "attnx/tensor/half.hpp"
 #include "attnx/tensor/tensor.hpp"
 #include "attnx/tensor/view.hpp"
 
@@ -100,6 +102,25 @@ constexpr std::string_view dtype_of() {
   else if constexpr (std::is_same_v<T, double>) return "F64";
   else if constexpr (std::is_same_v<T, std::int32_t>) return "I32";
   else return "I64";
+}
+
+// Whether a tensor stored as dtype d loads into elements of T: T's own dtype, or one that T holds exactly
+// (widened on loading, as PyTorch's load_state_dict would convert it): BF16 and F16 into float and double, F32 into
+// double, I32 into std::int64_t. Narrowing (F64 into float, I64 into std::int32_t) is refused: it would lose digits.
+template <class T>
+constexpr bool loads_from(std::string_view d) noexcept {
+  if constexpr (std::is_same_v<T, float>) return d == "F32" || d == "BF16" || d == "F16";
+  else if constexpr (std::is_same_v<T, double>) return d == "F64" || d == "F32" || d == "BF16" || d == "F16";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return d == "I32";
+  else return d == "I64" || d == "I32";
+}
+// The dtypes loads_from<T> accepts, for messages.
+template <class T>
+constexpr const char* loadable_dtypes() {
+  if constexpr (std::is_same_v<T, float>) return "F32, BF16, F16";
+  else if constexpr (std::is_same_v<T, double>) return "F64, F32, BF16, F16";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "I32";
+  else return "I64, I32";
 }
 
 template <class T>
@@ -158,6 +179,35 @@ void to_le_bytes(const T* src, unsigned char* dst, std::size_t n) {
       std::memcpy(b, src + i, sizeof(T));
       for (std::size_t k = 0; k < sizeof(T); ++k) dst[i * sizeof(T) + k] = b[sizeof(T) - 1 - k];
     }
+  }
+}
+// n elements stored as dtype (one that loads_from<T> accepts) in little-endian bytes, into T: a copy when
+// the dtype is T's own, else each element widened exactly (BF16: its 16 bits above 16 zero bits of a float;
+// F16: subnormals, infinities and NaN payloads kept; F32 into double; I32 into std::int64_t).
+template <class T>
+void decode(std::string_view dtype, const unsigned char* src, T* dst, std::size_t n) {
+  if (dtype == dtype_of<T>()) {
+    from_le_bytes(src, dst, n);
+    return;
+  }
+  const auto u16 = [&](std::size_t i) {
+    return static_cast<std::uint16_t>(src[2 * i] | static_cast<unsigned>(src[2 * i + 1]) << 8);
+  };
+  const auto u32 = [&](std::size_t i) {
+    std::uint32_t v = 0;
+    for (int k = 3; k >= 0; --k) v = (v << 8) | src[4 * i + static_cast<std::size_t>(k)];
+    return v;
+  };
+  if constexpr (std::is_floating_point_v<T>) {
+    if (dtype == "BF16") {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(static_cast<float>(bf16::from_bits(u16(i))));
+    } else if (dtype == "F16") {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(f16::to_float(u16(i)));
+    } else {  // F32 into double
+      for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(std::bit_cast<float>(u32(i)));
+    }
+  } else {  // I32 into std::int64_t
+    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(static_cast<std::int32_t>(u32(i)));
   }
 }
 template <std::size_t R>
@@ -235,7 +285,8 @@ class file {
   }
 
   // The tensor `name` as an attnx tensor of type Tensor (basic_tensor<float or double, S>): the stored
-  // dtype must be Tensor's (F32 / F64) and the stored shape S's extents; a dyn axis of S takes the stored
+  // dtype must be one its elements hold exactly (loads_from: F32, BF16, F16 into float; F64 too into double;
+  // widened on loading) and the stored shape S's extents; a dyn axis of S takes the stored
   // extent (tensor<float, dyn, 64> loads any (L, 64) matrix; the rank and the static extents must match).
   template <class Tensor>
   Tensor load(std::string_view name) const {
@@ -374,15 +425,11 @@ class file {
 
   template <class T, class S>
   void read_tensor(std::string_view name, T* dst, bool transposed, const dims_t<S::rank>& dims) const {
-    constexpr std::string_view want = dtype_of<T>();
     const tensor_info& t = info(name);
     const std::string where = "attnx: safetensors: tensor '" + std::string(name) + "' in '" + path_.string() + "'";
-    if (t.dtype != want) {
-      if (t.dtype == "F16" || t.dtype == "BF16")
-        throw dtype_error(where + " has dtype " + t.dtype + ", which attnx does not load (supported: F32, F64, I32, I64); convert it to F32");
-      throw dtype_error(where + " has dtype " + t.dtype + ", but the target (elements of " + element_name<T>() + ") needs " +
-                        std::string(want));
-    }
+    if (!loads_from<T>(t.dtype))
+      throw dtype_error(where + " has dtype " + t.dtype + ", which the target's elements (" + element_name<T>() +
+                        ") do not hold exactly: they load " + loadable_dtypes<T>());
     std::vector<std::size_t> expected = detail::extents_of<S::rank>(dims);
     if (transposed && S::rank == 2) std::swap(expected[0], expected[1]);
     if (t.shape != expected)
@@ -400,10 +447,10 @@ shape_string<S>() +
     }
     const std::size_t size = dims_size<S::rank>(dims);
     if (!transposed) {
-      detail::from_le_bytes(bytes.data(), dst, size);
+      detail::decode(t.dtype, bytes.data(), dst, size);
     } else if constexpr (S::rank == 2) {
       std::vector<T> tmp(size);
-      detail::from_le_bytes(bytes.data(), tmp.data(), size);
+      detail::decode(t.dtype, bytes.data(), tmp.data(), size);
       const std::size_t R = dims[0], C = dims[1];  // target R x C, stored C x R
       for (std::size_t i = 0; i < R; ++i)
         for (std::size_t j = 0; j < C; ++j) dst[i * C + j] = tmp[j * R + i];
