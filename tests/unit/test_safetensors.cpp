@@ -255,7 +255,6 @@ BOOST_AUTO_TEST_CASE(exact_widenings_load_and_narrowing_is_refused) {
   // F32 into double and I32 into std::int64_t: every value as stored.
   const auto fd = f.load<tensor<double, 3>>("f");
   for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(fd(i) == static_cast<double>(fl(i)));
-  BOOST_TEST(fd(1) != 0.1 + 1.0 / 3.0);  // (the float's value, not the decimal one)
   const auto il = f.load<tensor<std::int64_t, 3>>("i");
   BOOST_TEST(il(0) == -7);
   BOOST_TEST(il(2) == 2147483647);

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -104,24 +105,17 @@ constexpr std::string_view dtype_of() {
   else return "I64";
 }
 
-// Whether a tensor stored as dtype d loads into elements of T: T's own dtype, or one that T holds exactly
-// (widened on loading, as PyTorch's load_state_dict would convert it): BF16 and F16 into float and double, F32 into
-// double, I32 into std::int64_t. Narrowing (F64 into float, I64 into std::int32_t) is refused: it would lose digits.
+// The dtypes that load into elements of T: T's own dtype first, then those T holds exactly (widened on loading, as
+// PyTorch's load_state_dict would convert them): BF16 and F16 into float and double, F32 into double, I32 into
+// std::int64_t. Narrowing (F64 into float, I64 into std::int32_t) is refused: it would lose digits.
 template <class T>
-constexpr bool loads_from(std::string_view d) noexcept {
-  if constexpr (std::is_same_v<T, float>) return d == "F32" || d == "BF16" || d == "F16";
-  else if constexpr (std::is_same_v<T, double>) return d == "F64" || d == "F32" || d == "BF16" || d == "F16";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return d == "I32";
-  else return d == "I64" || d == "I32";
-}
-// The dtypes loads_from<T> accepts, for messages.
-template <class T>
-constexpr const char* loadable_dtypes() {
-  if constexpr (std::is_same_v<T, float>) return "F32, BF16, F16";
-  else if constexpr (std::is_same_v<T, double>) return "F64, F32, BF16, F16";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "I32";
-  else return "I64, I32";
-}
+inline constexpr std::array<std::string_view, 1> loadable_dtypes{dtype_of<T>()};
+template <>
+inline constexpr std::array<std::string_view, 3> loadable_dtypes<float>{"F32", "BF16", "F16"};
+template <>
+inline constexpr std::array<std::string_view, 4> loadable_dtypes<double>{"F64", "F32", "BF16", "F16"};
+template <>
+inline constexpr std::array<std::string_view, 2> loadable_dtypes<std::int64_t>{"I64", "I32"};
 
 template <class T>
 constexpr const char* element_name() {
@@ -181,7 +175,7 @@ void to_le_bytes(const T* src, unsigned char* dst, std::size_t n) {
     }
   }
 }
-// n elements stored as dtype (one that loads_from<T> accepts) in little-endian bytes, into T: a copy when
+// n elements stored as dtype (one of loadable_dtypes<T>) in little-endian bytes, into T: a copy when
 // the dtype is T's own, else each element widened exactly (BF16: its 16 bits above 16 zero bits of a float;
 // F16: subnormals, infinities and NaN payloads kept; F32 into double; I32 into std::int64_t).
 template <class T>
@@ -285,7 +279,7 @@ class file {
   }
 
   // The tensor `name` as an attnx tensor of type Tensor (basic_tensor<float or double, S>): the stored
-  // dtype must be one its elements hold exactly (loads_from: F32, BF16, F16 into float; F64 too into double;
+  // dtype must be one its elements hold exactly (loadable_dtypes: F32, BF16, F16 into float; F64 too into double;
   // widened on loading) and the stored shape S's extents; a dyn axis of S takes the stored
   // extent (tensor<float, dyn, 64> loads any (L, 64) matrix; the rank and the static extents must match).
   template <class Tensor>
@@ -427,9 +421,12 @@ class file {
   void read_tensor(std::string_view name, T* dst, bool transposed, const dims_t<S::rank>& dims) const {
     const tensor_info& t = info(name);
     const std::string where = "attnx: safetensors: tensor '" + std::string(name) + "' in '" + path_.string() + "'";
-    if (!loads_from<T>(t.dtype))
+    if (std::ranges::find(loadable_dtypes<T>, t.dtype) == loadable_dtypes<T>.end()) {
+      std::string loads;
+      for (std::string_view d : loadable_dtypes<T>) loads += (loads.empty() ? "" : ", ") + std::string(d);
       throw dtype_error(where + " has dtype " + t.dtype + ", which the target's elements (" + element_name<T>() +
-                        ") do not hold exactly: they load " + loadable_dtypes<T>());
+                        ") do not hold exactly: they load " + loads);
+    }
     std::vector<std::size_t> expected = detail::extents_of<S::rank>(dims);
     if (transposed && S::rank == 2) std::swap(expected[0], expected[1]);
     if (t.shape != expected)
