@@ -1,15 +1,17 @@
 // attnx/io/safetensors.hpp: round trips (float, double, transposed, views, metadata, a whole
 // multi_head_attention module in both weight layouts), a hand-made file as another writer would produce
 // it, BF16 and F16 files (every pattern, and a whole module) and the exact widenings (F32 into double, I32 into
-// std::int64_t), and one test per error: missing file, truncated file, header length beyond the file, corrupt
-// JSON, malformed entries, data offsets beyond the data, missing tensor, a dtype the target does not hold
-// exactly, wrong shape.
+// std::int64_t), writing narrower (entry::to: each value rounded once to nearest even, checked against a search
+// over the format's values; I64 as I32), and one test per error: missing file, truncated file, header length
+// beyond the file, corrupt JSON, malformed entries, data offsets beyond the data, missing tensor, a dtype the
+// target does not hold exactly, wrong shape.
 #define BOOST_TEST_MODULE safetensors
 #include <boost/test/unit_test.hpp>
 
 #include <attnx/attnx.hpp>
 #include <attnx/io/safetensors.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -394,6 +396,133 @@ BOOST_AUTO_TEST_CASE(a_half_precision_checkpoint_loads_the_same_module) {
     const tensor<float, 2, 3, 8> y = a(x, causal);
     BOOST_TEST((y == want));
   }
+}
+
+namespace {
+// x rounded to the 16-bit format with E exponent bits, to nearest with ties to the even pattern, by search over the
+// format's values (half_value), not by bit manipulation: the pattern (NaN: any NaN pattern of x's sign).
+struct half_rounding {
+  int E;
+  std::uint16_t maxp;          // the largest finite positive pattern (0x7F7F, 0x7BFF)
+  std::vector<double> values;  // of the patterns 0 .. maxp, increasing
+  explicit half_rounding(int e) : E(e), maxp(e == 8 ? 0x7F7F : 0x7BFF) {
+    for (unsigned p = 0; p <= maxp; ++p) values.push_back(half_value(static_cast<std::uint16_t>(p), E));
+  }
+  std::uint16_t operator()(double x) const {
+    const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+    const std::uint16_t inf = E == 8 ? 0x7F80 : 0x7C00;
+    if (std::isnan(x)) return sign | inf | 1;
+    const double a = std::fabs(x), top = values[maxp], half_ulp = (top - values[maxp - 1]) / 2;
+    if (a >= top + half_ulp) return sign | inf;  // (at the midpoint too: maxp is odd)
+    if (a >= top) return sign | maxp;
+    const auto hi = static_cast<std::size_t>(std::lower_bound(values.begin(), values.end(), a) - values.begin());
+    if (values[hi] == a || hi == 0) return static_cast<std::uint16_t>(sign | hi);
+    const double up = values[hi] - a, down = a - values[hi - 1];
+    const std::size_t p = up < down ? hi : down < up ? hi - 1 : (hi % 2 == 0 ? hi : hi - 1);
+    return static_cast<std::uint16_t>(sign | p);
+  }
+};
+std::vector<std::uint16_t> u16s(const std::vector<unsigned char>& b) {
+  std::vector<std::uint16_t> v(b.size() / 2);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint16_t>(b[2 * i] | b[2 * i + 1] << 8);
+  return v;
+}
+}  // namespace
+
+// make_entry(...).to(BF16 or F16) rounds each double once to nearest, ties to even, against half_rounding: every
+// value of the format, every midpoint between neighbours and the doubles next to it, values a hair off a midpoint
+// (where rounding to float first would land on the midpoint and round again: counted, so that the test would catch
+// it), beyond the range, +-inf, NaN, both signs. From F32 as well (the float of each input).
+BOOST_AUTO_TEST_CASE(narrowing_on_writing_rounds_once_to_nearest_even) {
+  for (const std::string dt : {"BF16", "F16"}) {
+    const half_rounding round(dt == "BF16" ? 8 : 5);
+    std::vector<double> x;
+    for (std::size_t p = 0; p < round.maxp; ++p) {
+      const double a = round.values[p], b = round.values[p + 1], mid = (a + b) / 2, off = (b - a) * 0x1p-30;
+      for (const double v : {a, mid, std::nextafter(mid, 0.0), std::nextafter(mid, 1e300), mid + off, mid - off}) {
+        x.push_back(v);
+        x.push_back(-v);
+      }
+    }
+    const double top = round.values[round.maxp], half_ulp = (top - round.values[round.maxp - 1]) / 2;
+    for (const double v : {top, top + half_ulp, std::nextafter(top + half_ulp, 0.0), 1e300,
+                           std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(), 1e-300}) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+    const auto got = u16s(st::make_entry("x", view<double, dyn>(x.data(), x.size())).to(dt).bytes);
+    std::size_t wrong = 0, traps = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::uint16_t want = round(x[i]);
+      const bool nan = std::isnan(x[i]);
+      wrong += nan ? ((got[i] & 0x7FFF) <= (want & 0x7FFF & ~1u) || (got[i] >> 15) != (want >> 15)) : got[i] != want;
+      traps += !nan && round(static_cast<double>(static_cast<float>(x[i]))) != want;
+    }
+    BOOST_TEST(wrong == 0u, dt << ": " << wrong << " of " << x.size() << " values rounded wrong");
+    BOOST_TEST(traps > 1000u, dt << ": " << traps << " values where rounding through float first would be wrong");
+    // From F32: each value's float, rounded once more.
+    std::vector<float> xf(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) xf[i] = static_cast<float>(x[i]);
+    const auto gotf = u16s(st::make_entry("x", view<float, dyn>(xf.data(), xf.size())).to(dt).bytes);
+    std::size_t wrongf = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!std::isnan(x[i])) wrongf += gotf[i] != round(static_cast<double>(xf[i]));
+    BOOST_TEST(wrongf == 0u, dt << " from F32: " << wrongf << " values rounded wrong");
+  }
+}
+
+// Saved narrower and loaded back: a module written in BF16 (transposed, as Hugging Face stores it) holds each of
+// its weights rounded to the nearest BF16; F64 written as F32 holds each double's nearest float; widening back to
+// F64 keeps the value; I64 written as I32 holds the values that fit, and refuses, naming the element, one that
+// does not; a dtype that is not one of the kind, or across kinds, is refused.
+BOOST_AUTO_TEST_CASE(saving_narrower_and_what_is_refused) {
+  using M = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1}>;
+  M m;
+  std::mt19937 g(5);
+  std::normal_distribution<float> n01(0.0f, 0.3f);
+  fill_parameters(m, [&] { return n01(g); });
+  const auto names = st::mha_names::hugging_face();
+  const auto pm = tmp / "mha_bf16_written.safetensors";
+  st::save(pm, {st::make_entry(names.w_q, m.w_q, true).to("BF16"), st::make_entry(names.w_k, m.w_k, true).to("BF16"),
+                st::make_entry(names.w_v, m.w_v, true).to("BF16"), st::make_entry(names.w_o, m.w_o, true).to("BF16"),
+                st::make_entry(names.b_q, m.b_q).to("BF16"), st::make_entry(names.b_k, m.b_k).to("BF16"),
+                st::make_entry(names.b_v, m.b_v).to("BF16"), st::make_entry(names.b_o, m.b_o).to("BF16")});
+  const st::file fm(pm);
+  BOOST_TEST(fm.info(names.w_v).dtype == "BF16");
+  const M a = st::load_mha<M>(fm, names, st::weight_layout::out_in);
+  const half_rounding bf(8);
+  std::size_t wrong = 0, moved = 0;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const double want = half_value(bf(m.w_v.data()[i]), 8);
+    wrong += static_cast<double>(a.w_v.data()[i]) != want;
+    moved += a.w_v.data()[i] != m.w_v.data()[i];
+  }
+  for (std::size_t i = 0; i < 4; ++i) wrong += static_cast<double>(a.b_o.data()[i]) != half_value(bf(m.b_o.data()[i]), 8);
+  BOOST_TEST(wrong == 0u);
+  BOOST_TEST(moved > 32u);  // (the weights are not all exact in BF16: the rounding is exercised)
+
+  const auto d = iota<tensor<double, 4>>(0.1, 1e300);  // 0.1, then beyond float's range
+  const auto l = tensor<std::int64_t, 3>{{-2147483648LL, 0, 2147483647LL}};
+  const auto pd = tmp / "narrower.safetensors";
+  st::save(pd, {st::make_entry("d", d).to("F32"), st::make_entry("d16", d).to("F16").to("F64"), st::make_entry("l", l).to("I32")});
+  const st::file f(pd);
+  BOOST_TEST(f.info("d").dtype == "F32");
+  const auto df = f.load<tensor<float, 4>>("d");
+  BOOST_TEST(df(0) == 0.1f);
+  BOOST_TEST(df(1) == std::numeric_limits<float>::infinity());
+  BOOST_TEST(f.info("d16").dtype == "F64");
+  const auto d16 = f.load<tensor<double, 4>>("d16");
+  BOOST_TEST(d16(0) == half_value(0x2E66, 5));  // 0.1 in F16: 0.0999755859375
+  BOOST_TEST(d16(3) == std::numeric_limits<double>::infinity());
+  BOOST_TEST((f.load<tensor<std::int32_t, 3>>("l") == tensor<std::int32_t, 3>{{-2147483647 - 1, 0, 2147483647}}));
+
+  throws<st::dtype_error>([] { (void)st::make_entry("l", tensor<std::int64_t, 2>{{5, 2147483648LL}}).to("I32"); },
+                          {"entry 'l' cannot be stored as I32", "element 1 is 2147483648", "outside I32's range"});
+  throws<st::dtype_error>([&] { (void)st::make_entry("f", m.b_q).to("I32"); },
+                          {"entry 'f' (F32) cannot be stored as I32", "floating-point entries are stored as F64, F32, BF16 or F16"});
+  throws<st::dtype_error>([&] { (void)st::make_entry("f", m.b_q).to("U8"); }, {"cannot be stored as U8"});
+  throws<st::dtype_error>([&] { (void)st::make_entry("i", l).to("F32"); }, {"entry 'i' (I64) cannot be stored as F32",
+                                                                            "integer ones as I64 or I32"});
 }
 
 BOOST_AUTO_TEST_CASE(wrong_shape_names_both_shapes) {

@@ -22,11 +22,16 @@
 // target's elements do not hold exactly: float loads F32, BF16 and F16; double F64, F32, BF16 and F16;
 // std::int32_t I32; std::int64_t I64 and I32; the widening is exact, narrowing is refused), shape_error
 // (names the stored and the expected shape). Hugging Face checkpoints stored in BF16 or F16 load as they are.
+//
+// Writing: save(path, {make_entry("w_q", W), make_entry("q_proj.weight", W, /*transposed=*/true), ...}) stores each
+// tensor in its own dtype; make_entry(...).to("BF16") (or "F16", "F32", "I32") stores it narrower, each value
+// rounded once to nearest (entry::to).
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -463,11 +468,77 @@ shape_string<S>() +
 };
 
 // ---- writing ------------------------------------------------------------------------------------------
+namespace detail {
+inline bool float_dtype(std::string_view d) { return d == "F64" || d == "F32" || d == "BF16" || d == "F16"; }
+inline bool int_dtype(std::string_view d) { return d == "I64" || d == "I32"; }
+// x rounded to a float toward zero with the last bit set when inexact ("round to odd"): rounding that float once
+// more, to nearest (BF16, F16: 13 or more bits fewer), gives x rounded to nearest directly, with no double
+// rounding (a double just above a BF16 midpoint would otherwise round to the midpoint as a float, then to even).
+inline float round_to_odd(double x) {
+  const float f = static_cast<float>(x);
+  if (!std::isfinite(x) || static_cast<double>(f) == x) return f;
+  const float t = std::isinf(f) || std::fabs(static_cast<double>(f)) > std::fabs(x) ? std::nextafter(f, 0.0f) : f;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(t) | 1u);
+}
+// n values (exact in double, or in std::int64_t) as dtype's little-endian bytes, each rounded once to nearest
+// (ties to even: NaN stays NaN, +-inf, beyond the range +-inf), or, for I32, checked to fit.
+inline void encode(std::string_view dtype, const double* v, unsigned char* out, std::size_t n) {
+  if (dtype == "F64") return to_le_bytes(v, out, n);
+  if (dtype == "F32") {
+    std::vector<float> f(n);
+    for (std::size_t i = 0; i < n; ++i) f[i] = static_cast<float>(v[i]);  // (to nearest, ties to even)
+    return to_le_bytes(f.data(), out, n);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = round_to_odd(v[i]);
+    const std::uint16_t h = dtype == "BF16" ? bf16::from_float(f) : f16::from_float(f);
+    out[2 * i] = static_cast<unsigned char>(h & 0xFF);
+    out[2 * i + 1] = static_cast<unsigned char>(h >> 8);
+  }
+}
+inline void encode(std::string_view dtype, const std::int64_t* v, unsigned char* out, std::size_t n, const std::string& name) {
+  if (dtype == "I64") return to_le_bytes(v, out, n);
+  std::vector<std::int32_t> w(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (v[i] < std::numeric_limits<std::int32_t>::min() || v[i] > std::numeric_limits<std::int32_t>::max())
+      throw dtype_error("attnx: safetensors: entry '" + name + "' cannot be stored as I32: element " + std::to_string(i) +
+                        " is " + std::to_string(v[i]) + ", outside I32's range [-2147483648, 2147483647]");
+    w[i] = static_cast<std::int32_t>(v[i]);
+  }
+  to_le_bytes(w.data(), out, n);
+}
+}  // namespace detail
+
 struct entry {
   std::string name;
   std::string dtype;
   std::vector<std::size_t> shape;
   std::vector<unsigned char> bytes;  // little-endian
+
+  // The entry stored as another dtype, as torch's Tensor.to(dtype) before saving: a floating-point entry (F64,
+  // F32, BF16, F16) as any of these, an integer one (I64, I32) as either. Widening is exact; narrowing rounds each
+  // value once to nearest, ties to even (NaN stays NaN, +-inf stays +-inf, a value beyond F16's or BF16's range
+  // becomes +-inf; from F64 to BF16 or F16 directly, not through F32); I64 to I32 throws dtype_error naming the
+  // first element that does not fit. Other dtypes, or across kinds, throw dtype_error.
+  //   st::save("model_bf16.safetensors", {st::make_entry("w_q", W).to("BF16"), ...});
+  entry to(std::string_view target) const {
+    const bool fl = detail::float_dtype(dtype) && detail::float_dtype(target);
+    if (!fl && !(detail::int_dtype(dtype) && detail::int_dtype(target)))
+      throw dtype_error("attnx: safetensors: entry '" + name + "' (" + dtype + ") cannot be stored as " + std::string(target) +
+                        ": floating-point entries are stored as F64, F32, BF16 or F16, integer ones as I64 or I32");
+    const std::size_t n = bytes.size() / dtype_size(dtype);
+    entry e{name, std::string(target), shape, std::vector<unsigned char>(n * dtype_size(target))};
+    if (fl) {
+      std::vector<double> v(n);  // (every value of these four dtypes is a double)
+      detail::decode(dtype, bytes.data(), v.data(), n);
+      detail::encode(target, v.data(), e.bytes.data(), n);
+    } else {
+      std::vector<std::int64_t> v(n);
+      detail::decode(dtype, bytes.data(), v.data(), n);
+      detail::encode(target, v.data(), e.bytes.data(), n, name);
+    }
+    return e;
+  }
 };
 
 // An attnx tensor (or view) as an entry; transposed stores a matrix as (cols, rows) (PyTorch's layout
