@@ -516,6 +516,11 @@ BOOST_AUTO_TEST_CASE(saving_narrower_and_what_is_refused) {
   BOOST_TEST(d16(3) == std::numeric_limits<double>::infinity());
   BOOST_TEST((f.load<tensor<std::int32_t, 3>>("l") == tensor<std::int32_t, 3>{{-2147483647 - 1, 0, 2147483647}}));
 
+  // To its own dtype: the same bytes (a signalling F16 NaN, 0x7C01, stays as it is).
+  const st::entry h{"h", "F16", {2}, {0x01, 0x7C, 0x00, 0x3C}};
+  BOOST_TEST((h.to("F16").bytes == h.bytes));
+  BOOST_TEST((h.to("F32").to("F16").bytes == std::vector<unsigned char>{0x00, 0x7E, 0x00, 0x3C}));  // (quietened)
+
   throws<st::dtype_error>([] { (void)st::make_entry("l", tensor<std::int64_t, 2>{{5, 2147483648LL}}).to("I32"); },
                           {"entry 'l' cannot be stored as I32", "element 1 is 2147483648", "outside I32's range"});
   throws<st::dtype_error>([&] { (void)st::make_entry("f", m.b_q).to("I32"); },

@@ -519,13 +519,14 @@ struct entry {
   // F32, BF16, F16) as any of these, an integer one (I64, I32) as either. Widening is exact; narrowing rounds each
   // value once to nearest, ties to even (NaN stays NaN, +-inf stays +-inf, a value beyond F16's or BF16's range
   // becomes +-inf; from F64 to BF16 or F16 directly, not through F32); I64 to I32 throws dtype_error naming the
-  // first element that does not fit. Other dtypes, or across kinds, throw dtype_error.
+  // first element that does not fit; to its own dtype, a copy. Other dtypes, or across kinds, throw dtype_error.
   //   st::save("model_bf16.safetensors", {st::make_entry("w_q", W).to("BF16"), ...});
   entry to(std::string_view target) const {
     const bool fl = detail::float_dtype(dtype) && detail::float_dtype(target);
     if (!fl && !(detail::int_dtype(dtype) && detail::int_dtype(target)))
       throw dtype_error("attnx: safetensors: entry '" + name + "' (" + dtype + ") cannot be stored as " + std::string(target) +
                         ": floating-point entries are stored as F64, F32, BF16 or F16, integer ones as I64 or I32");
+    if (target == dtype) return *this;  // (bytes as they are: NaN payloads kept)
     const std::size_t n = bytes.size() / dtype_size(dtype);
     entry e{name, std::string(target), shape, std::vector<unsigned char>(n * dtype_size(target))};
     if (fl) {
