@@ -24,8 +24,8 @@
 // (names the stored and the expected shape). Hugging Face checkpoints stored in BF16 or F16 load as they are.
 //
 // Writing: save(path, {make_entry("w_q", W), make_entry("q_proj.weight", W, /*transposed=*/true), ...}) stores each
-// tensor in its own dtype; make_entry(...).to("BF16") (or "F16", "F32", "I32") stores it narrower, each value
-// rounded once to nearest (entry::to).
+// tensor in its own dtype; make_entry(...).to("BF16") (or "F16", "F32") stores it narrower, each value rounded once
+// to nearest, and .to("I32") an I64 tensor, each value checked to fit (entry::to).
 #pragma once
 
 #include <algorithm>
@@ -150,6 +150,13 @@ inline std::string shape_text(const std::vector<std::size_t>& s) {
 }
 
 namespace detail {
+// "A, B, C" from a list of dtypes (the messages' lists).
+template <class List>
+std::string joined(const List& list) {
+  std::string out;
+  for (std::string_view d : list) out += (out.empty() ? "" : ", ") + std::string(d);
+  return out;
+}
 inline std::uint64_t read_le_u64(const unsigned char* p) noexcept {
   std::uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
@@ -426,12 +433,9 @@ class file {
   void read_tensor(std::string_view name, T* dst, bool transposed, const dims_t<S::rank>& dims) const {
     const tensor_info& t = info(name);
     const std::string where = "attnx: safetensors: tensor '" + std::string(name) + "' in '" + path_.string() + "'";
-    if (std::ranges::find(loadable_dtypes<T>, t.dtype) == loadable_dtypes<T>.end()) {
-      std::string loads;
-      for (std::string_view d : loadable_dtypes<T>) loads += (loads.empty() ? "" : ", ") + std::string(d);
+    if (std::ranges::find(loadable_dtypes<T>, t.dtype) == loadable_dtypes<T>.end())
       throw dtype_error(where + " has dtype " + t.dtype + ", which the target's elements (" + element_name<T>() +
-                        ") do not hold exactly: they load " + loads);
-    }
+                        ") do not hold exactly: they load " + detail::joined(loadable_dtypes<T>));
     std::vector<std::size_t> expected = detail::extents_of<S::rank>(dims);
     if (transposed && S::rank == 2) std::swap(expected[0], expected[1]);
     if (t.shape != expected)
@@ -469,43 +473,50 @@ shape_string<S>() +
 
 // ---- writing ------------------------------------------------------------------------------------------
 namespace detail {
-inline bool float_dtype(std::string_view d) { return d == "F64" || d == "F32" || d == "BF16" || d == "F16"; }
-inline bool int_dtype(std::string_view d) { return d == "I64" || d == "I32"; }
 // x rounded to a float toward zero with the last bit set when inexact ("round to odd"): rounding that float once
-// more, to nearest (BF16, F16: 13 or more bits fewer), gives x rounded to nearest directly, with no double
-// rounding (a double just above a BF16 midpoint would otherwise round to the midpoint as a float, then to even).
+// more to nearest, into a format with at least 2 fewer significand bits at every magnitude (BF16: 16 fewer, F16:
+// 13; where BF16 is subnormal, float's step is still 2^-149), gives x rounded to nearest once. (Through a float
+// rounded to nearest, a double just above a BF16 midpoint would become the midpoint, then round to even.)
 inline float round_to_odd(double x) {
   const float f = static_cast<float>(x);
   if (!std::isfinite(x) || static_cast<double>(f) == x) return f;
-  const float t = std::isinf(f) || std::fabs(static_cast<double>(f)) > std::fabs(x) ? std::nextafter(f, 0.0f) : f;
+  const float t = std::fabs(static_cast<double>(f)) > std::fabs(x) ? std::nextafter(f, 0.0f) : f;  // (f = +-inf too)
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(t) | 1u);
 }
-// n values (exact in double, or in std::int64_t) as dtype's little-endian bytes, each rounded once to nearest
-// (ties to even: NaN stays NaN, +-inf, beyond the range +-inf), or, for I32, checked to fit.
+// n values (each exact in double) as dtype's little-endian bytes (F64, F32, BF16, F16), each rounded once to
+// nearest, ties to even: NaN stays NaN, +-inf stays +-inf, beyond the range +-inf.
 inline void encode(std::string_view dtype, const double* v, unsigned char* out, std::size_t n) {
-  if (dtype == "F64") return to_le_bytes(v, out, n);
-  if (dtype == "F32") {
-    std::vector<float> f(n);
-    for (std::size_t i = 0; i < n; ++i) f[i] = static_cast<float>(v[i]);  // (to nearest, ties to even)
-    return to_le_bytes(f.data(), out, n);
-  }
+  const int kind = dtype == "F64" ? 0 : dtype == "F32" ? 1 : dtype == "BF16" ? 2 : 3;
   for (std::size_t i = 0; i < n; ++i) {
-    const float f = round_to_odd(v[i]);
-    const std::uint16_t h = dtype == "BF16" ? bf16::from_float(f) : f16::from_float(f);
-    out[2 * i] = static_cast<unsigned char>(h & 0xFF);
-    out[2 * i + 1] = static_cast<unsigned char>(h >> 8);
+    if (kind == 0) {
+      to_le_bytes(v + i, out + 8 * i, 1);
+    } else if (kind == 1) {
+      const float f = static_cast<float>(v[i]);  // (to nearest, ties to even)
+      to_le_bytes(&f, out + 4 * i, 1);
+    } else {
+      const float f = round_to_odd(v[i]);
+      const std::uint16_t h = kind == 2 ? bf16::from_float(f) : f16::from_float(f);
+      to_le_bytes(&h, out + 2 * i, 1);
+    }
   }
 }
-inline void encode(std::string_view dtype, const std::int64_t* v, unsigned char* out, std::size_t n, const std::string& name) {
-  if (dtype == "I64") return to_le_bytes(v, out, n);
-  std::vector<std::int32_t> w(n);
+// n integers as dtype's little-endian bytes (I64, I32); into I32 each checked to fit (the message counts from
+// first, the chunk's place in the entry).
+inline void encode(std::string_view dtype, const std::int64_t* v, unsigned char* out, std::size_t n, const std::string& name,
+                   std::size_t first) {
+  const bool wide = dtype == "I64";
   for (std::size_t i = 0; i < n; ++i) {
+    if (wide) {
+      to_le_bytes(v + i, out + 8 * i, 1);
+      continue;
+    }
     if (v[i] < std::numeric_limits<std::int32_t>::min() || v[i] > std::numeric_limits<std::int32_t>::max())
-      throw dtype_error("attnx: safetensors: entry '" + name + "' cannot be stored as I32: element " + std::to_string(i) +
-                        " is " + std::to_string(v[i]) + ", outside I32's range [-2147483648, 2147483647]");
-    w[i] = static_cast<std::int32_t>(v[i]);
+      throw dtype_error("attnx: safetensors: entry '" + name + "' (I64) cannot be stored as I32: element " +
+                        std::to_string(first + i) + " (in stored order) is " + std::to_string(v[i]) +
+                        ", outside I32's range [-2147483648, 2147483647]");
+    const auto w = static_cast<std::int32_t>(v[i]);
+    to_le_bytes(&w, out + 4 * i, 1);
   }
-  to_le_bytes(w.data(), out, n);
 }
 }  // namespace detail
 
@@ -516,27 +527,41 @@ struct entry {
   std::vector<unsigned char> bytes;  // little-endian
 
   // The entry stored as another dtype, as torch's Tensor.to(dtype) before saving: a floating-point entry (F64,
-  // F32, BF16, F16) as any of these, an integer one (I64, I32) as either. Widening is exact; narrowing rounds each
-  // value once to nearest, ties to even (NaN stays NaN, +-inf stays +-inf, a value beyond F16's or BF16's range
-  // becomes +-inf; from F64 to BF16 or F16 directly, not through F32); I64 to I32 throws dtype_error naming the
-  // first element that does not fit; to its own dtype, a copy. Other dtypes, or across kinds, throw dtype_error.
+  // F32, BF16, F16) as any of these, an integer one (I64, I32) as either; to its own dtype, a copy. Widening is
+  // exact; narrowing rounds each value once to nearest, ties to even (NaN stays NaN, +-inf stays +-inf, a value
+  // beyond F16's or BF16's range becomes +-inf; F64 to BF16 or F16 through a round-to-odd float, so rounded once);
+  // I64 to I32 throws dtype_error naming the first element (in stored order) that does not fit. Across kinds, or a
+  // dtype outside these: dtype_error; bytes that do not match the shape: format_error. Converted a chunk at a time.
   //   st::save("model_bf16.safetensors", {st::make_entry("w_q", W).to("BF16"), ...});
   entry to(std::string_view target) const {
-    const bool fl = detail::float_dtype(dtype) && detail::float_dtype(target);
-    if (!fl && !(detail::int_dtype(dtype) && detail::int_dtype(target)))
+    if (target == dtype) return *this;  // (the bytes as they are: NaN payloads kept)
+    const auto in = [](std::string_view d, const auto& list) { return std::ranges::find(list, d) != list.end(); };
+    const auto& floats = loadable_dtypes<double>;      // F64, F32, BF16, F16
+    const auto& ints = loadable_dtypes<std::int64_t>;  // I64, I32
+    const bool fl = in(dtype, floats) && in(target, floats);
+    if (!fl && !(in(dtype, ints) && in(target, ints)))
       throw dtype_error("attnx: safetensors: entry '" + name + "' (" + dtype + ") cannot be stored as " + std::string(target) +
-                        ": floating-point entries are stored as F64, F32, BF16 or F16, integer ones as I64 or I32");
-    if (target == dtype) return *this;  // (bytes as they are: NaN payloads kept)
-    const std::size_t n = bytes.size() / dtype_size(dtype);
-    entry e{name, std::string(target), shape, std::vector<unsigned char>(n * dtype_size(target))};
-    if (fl) {
-      std::vector<double> v(n);  // (every value of these four dtypes is a double)
-      detail::decode(dtype, bytes.data(), v.data(), n);
-      detail::encode(target, v.data(), e.bytes.data(), n);
-    } else {
-      std::vector<std::int64_t> v(n);
-      detail::decode(dtype, bytes.data(), v.data(), n);
-      detail::encode(target, v.data(), e.bytes.data(), n, name);
+                        ": floating-point entries are stored as " + detail::joined(floats) + ", integer ones as " +
+                        detail::joined(ints));
+    std::size_t n = 1;
+    for (std::size_t e : shape) n *= e;
+    const std::size_t sin = dtype_size(dtype), sout = dtype_size(target);
+    if (bytes.size() != n * sin)
+      throw format_error("attnx: safetensors: entry '" + name + "' has " + std::to_string(bytes.size()) + " bytes, but shape " +
+                         shape_text(shape) + " of " + dtype + " needs " + std::to_string(n * sin));
+    entry e{name, std::string(target), shape, std::vector<unsigned char>(n * sout)};
+    constexpr std::size_t chunk = 4096;  // (no copy of the whole tensor in double)
+    for (std::size_t i = 0; i < n; i += chunk) {
+      const std::size_t m = std::min(chunk, n - i);
+      if (fl) {
+        double v[chunk];  // (every value of these four dtypes is a double)
+        detail::decode(dtype, bytes.data() + i * sin, v, m);
+        detail::encode(target, v, e.bytes.data() + i * sout, m);
+      } else {
+        std::int64_t v[chunk];
+        detail::decode(dtype, bytes.data() + i * sin, v, m);
+        detail::encode(target, v, e.bytes.data() + i * sout, m, name, i);
+      }
     }
     return e;
   }
