@@ -416,7 +416,7 @@ struct half_rounding {
     if (a >= top + half_ulp) return sign | inf;  // (at the midpoint too: maxp is odd)
     if (a >= top) return sign | maxp;
     const auto hi = static_cast<std::size_t>(std::lower_bound(values.begin(), values.end(), a) - values.begin());
-    if (values[hi] == a || hi == 0) return static_cast<std::uint16_t>(sign | hi);
+    if (values[hi] == a) return static_cast<std::uint16_t>(sign | hi);  // (a = 0 too: values[0])
     const double up = values[hi] - a, down = a - values[hi - 1];
     const std::size_t p = up < down ? hi : down < up ? hi - 1 : (hi % 2 == 0 ? hi : hi - 1);
     return static_cast<std::uint16_t>(sign | p);
@@ -536,6 +536,10 @@ BOOST_AUTO_TEST_CASE(saving_narrower_and_what_is_refused) {
                                                                             "integer ones as I64, I32"});
   throws<st::format_error>([] { (void)st::entry{"b", "F32", {3}, {0, 0, 0, 0}}.to("F16"); },
                            {"entry 'b' has 4 bytes, but shape [3] of F32 needs 12"});
+  // A shape whose product wraps around to the byte count (2^62 x 4 = 2^64 = 0 in a size_t) is refused, not taken
+  // as empty.
+  throws<st::format_error>([] { (void)st::entry{"w", "F32", {std::size_t{1} << 62}, {}}.to("F16"); },
+                           {"shape [4611686018427387904] of F32 needs more than a size_t can count"});
 }
 
 BOOST_AUTO_TEST_CASE(wrong_shape_names_both_shapes) {

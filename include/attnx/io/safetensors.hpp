@@ -157,6 +157,20 @@ std::string joined(const List& list) {
   for (std::string_view d : list) out += (out.empty() ? "" : ", ") + std::string(d);
   return out;
 }
+// The bytes of a tensor of this shape and element size, every product checked: false (and bytes untouched) when
+// they do not fit in a size_t, unless an extent is 0 (then bytes = 0, whatever the others).
+inline bool shape_bytes(const std::vector<std::size_t>& shape, std::size_t element_size, std::size_t& bytes) {
+  std::size_t b = element_size;
+  bool overflow = false;
+  for (std::size_t x : shape) {
+    if (x != 0 && b > std::numeric_limits<std::size_t>::max() / x) overflow = true;
+    else b *= x;
+  }
+  if (std::find(shape.begin(), shape.end(), std::size_t{0}) != shape.end()) b = 0;
+  else if (overflow) return false;
+  bytes = b;
+  return true;
+}
 inline std::uint64_t read_le_u64(const unsigned char* p) noexcept {
   std::uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
@@ -370,18 +384,13 @@ class file {
       if (es == 0) corrupt(where + " has the unknown dtype '" + t.dtype + "'");
       // The byte count, shape x dtype size, with every product checked (a shape of [2^62] F32 must not wrap
       // around to a small number that the offsets happen to match).
-      std::size_t bytes = es;
-      bool overflow = false;
       for (const auto& e : entry["shape"]) {
         if (!e.is_number_unsigned()) corrupt(where + " has a shape entry that is not a non-negative integer");
-        const std::size_t x = e.get<std::size_t>();
-        t.shape.push_back(x);
-        if (x != 0 && bytes > std::numeric_limits<std::size_t>::max() / x) overflow = true;
-        else bytes *= x;
+        t.shape.push_back(e.get<std::size_t>());
       }
-      if (overflow && std::find(t.shape.begin(), t.shape.end(), std::size_t{0}) == t.shape.end())
+      std::size_t bytes = 0;
+      if (!detail::shape_bytes(t.shape, es, bytes))
         corrupt(where + ": shape " + shape_text(t.shape) + " of " + t.dtype + " has more bytes than a size_t can count");
-      if (overflow) bytes = 0;  // a zero extent: no elements, whatever the others
       for (const auto& e : entry["data_offsets"])
         if (!e.is_number_unsigned()) corrupt(where + " has data_offsets that are not non-negative integers");
       t.begin = entry["data_offsets"][0].get<std::size_t>();
@@ -486,30 +495,27 @@ inline float round_to_odd(double x) {
 // n values (each exact in double) as dtype's little-endian bytes (F64, F32, BF16, F16), each rounded once to
 // nearest, ties to even: NaN stays NaN, +-inf stays +-inf, beyond the range +-inf.
 inline void encode(std::string_view dtype, const double* v, unsigned char* out, std::size_t n) {
-  const int kind = dtype == "F64" ? 0 : dtype == "F32" ? 1 : dtype == "BF16" ? 2 : 3;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (kind == 0) {
-      to_le_bytes(v + i, out + 8 * i, 1);
-    } else if (kind == 1) {
+  if (dtype == "F64") return to_le_bytes(v, out, n);
+  if (dtype == "F32") {
+    for (std::size_t i = 0; i < n; ++i) {
       const float f = static_cast<float>(v[i]);  // (to nearest, ties to even)
       to_le_bytes(&f, out + 4 * i, 1);
-    } else {
-      const float f = round_to_odd(v[i]);
-      const std::uint16_t h = kind == 2 ? bf16::from_float(f) : f16::from_float(f);
-      to_le_bytes(&h, out + 2 * i, 1);
     }
+    return;
+  }
+  const bool brain = dtype == "BF16";
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = round_to_odd(v[i]);
+    const std::uint16_t h = brain ? bf16::from_float(f) : f16::from_float(f);
+    to_le_bytes(&h, out + 2 * i, 1);
   }
 }
 // n integers as dtype's little-endian bytes (I64, I32); into I32 each checked to fit (the message counts from
 // first, the chunk's place in the entry).
 inline void encode(std::string_view dtype, const std::int64_t* v, unsigned char* out, std::size_t n, const std::string& name,
                    std::size_t first) {
-  const bool wide = dtype == "I64";
+  if (dtype == "I64") return to_le_bytes(v, out, n);
   for (std::size_t i = 0; i < n; ++i) {
-    if (wide) {
-      to_le_bytes(v + i, out + 8 * i, 1);
-      continue;
-    }
     if (v[i] < std::numeric_limits<std::int32_t>::min() || v[i] > std::numeric_limits<std::int32_t>::max())
       throw dtype_error("attnx: safetensors: entry '" + name + "' (I64) cannot be stored as I32: element " +
                         std::to_string(first + i) + " (in stored order) is " + std::to_string(v[i]) +
@@ -543,12 +549,14 @@ struct entry {
       throw dtype_error("attnx: safetensors: entry '" + name + "' (" + dtype + ") cannot be stored as " + std::string(target) +
                         ": floating-point entries are stored as " + detail::joined(floats) + ", integer ones as " +
                         detail::joined(ints));
-    std::size_t n = 1;
-    for (std::size_t e : shape) n *= e;
     const std::size_t sin = dtype_size(dtype), sout = dtype_size(target);
-    if (bytes.size() != n * sin)
+    std::size_t need = 0;
+    const bool counted = detail::shape_bytes(shape, sin, need);
+    if (!counted || bytes.size() != need)
       throw format_error("attnx: safetensors: entry '" + name + "' has " + std::to_string(bytes.size()) + " bytes, but shape " +
-                         shape_text(shape) + " of " + dtype + " needs " + std::to_string(n * sin));
+                         shape_text(shape) + " of " + dtype + " needs " +
+                         (counted ? std::to_string(need) : "more than a size_t can count"));
+    const std::size_t n = need / sin;
     entry e{name, std::string(target), shape, std::vector<unsigned char>(n * sout)};
     constexpr std::size_t chunk = 4096;  // (no copy of the whole tensor in double)
     for (std::size_t i = 0; i < n; i += chunk) {
