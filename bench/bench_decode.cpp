@@ -314,13 +314,17 @@ void decode_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"H", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
-// The 16-bit targets' cells (L_k >= 16384).
+// The 16-bit targets' cells (L_k >= 16384), each repetition at least a second whatever --benchmark_min_time says:
+// one pair (an fp32 and a 16-bit evaluation) takes 7-270 ms there, so at the 0.2 s of the documented command a
+// repetition held one to four pairs at L_k 65536, and one cell's five repetitions spanned 1.66-1.98x (bf16, H 8,
+// L_q 4, one thread, Intel Xeon, 2026-11-29: its median fell either side of 1.8x from run to run); at a second, 6
+// to 208 pairs a repetition (the run of 2026-11-29 06:44).
 void pair_args(benchmark::internal::Benchmark* b) {
   for (long t : {1, 2})
     for (long H : {8, 32})
       for (long Lq : {1, 4})
         for (long Lk : {16384, 65536}) b->Args({H, Lq, Lk, t});
-  b->ArgNames({"H", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+  b->ArgNames({"H", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 }
 
 BENCHMARK(BM_read)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
