@@ -457,6 +457,7 @@ def decode_comparison(path, run_note=""):
     fma = collections.defaultdict(list)  # threads -> [GFLOP/s], BM_fma
     roof = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(bytes' share, FMAs' share, GFLOP/s)]
     paired = collections.defaultdict(list)  # (storage, H, Lq, Lk, threads) -> [fp32 time / 16-bit time, in alternation]
+    pair_iters = []  # pairs timed per repetition
     for b in data["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
@@ -470,6 +471,7 @@ def decode_comparison(path, run_note=""):
         f = dict(kv.split(":") for kv in b["name"].split("/")[1:] if ":" in kv)
         if name.startswith("pair_"):
             paired[(name.replace("pair_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))].append(b["X_FP32"])
+            pair_iters.append(int(b["iterations"]))
             continue
         key = (name.replace("decode_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))
         runs[key].append((seconds(b, "real_time"), b["BYTES"] / 1e9, b.get("FLOOR", 0) / 1e9))
@@ -537,8 +539,9 @@ def decode_comparison(path, run_note=""):
     if pmed:
         out += ["", "The 16-bit speed-up timed in alternation (`BM_pair_<bf16|f16>`): the fp32 and the 16-bit kernel on the "
                 "same cell, one evaluation of each in turn, so that both see the same minutes of this host's bandwidth; "
-                "`× fp32` = the fp32 time / the 16-bit time, median over the repetitions. The targets' verdicts use these "
-                "ratios; the table above's come from cells timed apart.", "",
+                "`× fp32` = the fp32 time / the 16-bit time, median over the repetitions "
+                f"({min(pair_iters)} to {max(pair_iters)} pairs a repetition in this run). The targets' verdicts use "
+                "these ratios; the table above's come from cells timed apart.", "",
                 "| H | L_q | L_k | threads | bf16 × fp32 | f16 × fp32 |", "|---:|---:|---:|---:|---:|---:|"]
         for H, Lq, Lk, t in sorted({k[1:] for k in pmed}, key=lambda k: (k[3], k[0], k[1], k[2])):
             cells = []
