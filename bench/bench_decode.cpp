@@ -5,8 +5,9 @@
 //                                     heads), d = 128, the decode kernel (Lq <= 16); K and V rotated over
 //                                     enough copies that each iteration reads them from memory
 //   BM_unfused/H/Lq/Lk/threads        the same with OpenBLAS: S = Q K^T (sgemm), row softmax, S V (sgemm)
-//   BM_pair_<bf16|f16>/H/Lq/Lk/threads  fp32 and 16-bit K/V on the same cell in alternation (L_k >= 16384): the
-//                                     16-bit speed-up measured under the same conditions (see pair below)
+//   BM_pair_<bf16|f16>/H/Lq/Lk/threads/min_time:1.000  fp32 and 16-bit K/V on the same cell in alternation (L_k
+//                                     >= 16384): the 16-bit speed-up measured under the same conditions (see pair
+//                                     and pair_args below)
 //   BM_fma/threads:T                  the arithmetic ceiling: register-resident FMA chains on T threads
 //                                     (FLOPS_PEAK, floating-point operations per second; fma_now)
 // Counters: BYTES = bytes of K and V read per second (the bandwidth-floor comparison), FLOPS = 4 H Lq Lk d
