@@ -160,14 +160,15 @@ std::string joined(const List& list) {
 // The bytes of a tensor of this shape and element size, every product checked: false (and bytes untouched) when
 // they do not fit in a size_t, unless an extent is 0 (then bytes = 0, whatever the others).
 inline bool shape_bytes(const std::vector<std::size_t>& shape, std::size_t element_size, std::size_t& bytes) {
-  std::size_t b = element_size;
-  bool overflow = false;
-  for (std::size_t x : shape) {
-    if (x != 0 && b > std::numeric_limits<std::size_t>::max() / x) overflow = true;
-    else b *= x;
+  if (std::ranges::find(shape, std::size_t{0}) != shape.end()) {
+    bytes = 0;
+    return true;
   }
-  if (std::find(shape.begin(), shape.end(), std::size_t{0}) != shape.end()) b = 0;
-  else if (overflow) return false;
+  std::size_t b = element_size;
+  for (std::size_t x : shape) {
+    if (b > std::numeric_limits<std::size_t>::max() / x) return false;
+    b *= x;
+  }
   bytes = b;
   return true;
 }
