@@ -696,7 +696,8 @@ BOOST_AUTO_TEST_CASE(few_rows_special_values) {
   special_values_one_row<float>(64, 128, 4);
 }
 // The same with K and V stored as bf16 / f16: two rows take few_rows, three and four four_rows (AVX-512, keys four at a
-// time; three rows at d 128 as three, elsewhere as four with a padding row), against the reference of the stored values.
+// time; three rows at d 128 as three, elsewhere as four with a padding row; few_rows on AMD Zen 5: every tuning's loop
+// is run and their bits compared, with_tunings), against the reference of the stored values.
 template <ak::kv_storage KV>
 void few_rows_stored() {
   const with_storage st(KV);

@@ -85,7 +85,7 @@ inline bool cpu_supports(isa i) noexcept {
 // The CPU family of an AMD processor (cpuid leaf 1: base family plus extended family; 0x19 Zen 3 and Zen 4,
 // 0x1a Zen 5), 0 for any other vendor or where cpuid is unavailable. Read once per process. The kernels read it
 // only to choose between measured tunings that leave the results unchanged (the decode kernel's prefetches, and
-// the loop three or four fp32 rows take: kernels::detail::decode_family).
+// the loop three or four fp32 rows, or 16-bit ones, take: kernels::detail::decode_family).
 inline unsigned amd_family() noexcept {
   static const unsigned f = [] {
 #if ATTNX_SIMD_X86
