@@ -211,8 +211,9 @@ inline constexpr T log2e = T(1.442695040888963407359924681001892137L);
 // The CPU the decode kernel tunes for: simd::amd_family() (0 for any CPU but AMD's), unless a test has set
 // another family with decode_tuning() (-1, the default: this CPU's). The kernel chooses by it only between
 // measured tunings that give the same bits (its prefetches; the loop taken by three or four fp32 rows, and by three
-// or four 16-bit rows on Zen 5, where only the sign of a zero output can differ: decode_tile.inc), so that a test can run every tuning on any host and
-// compare their results. Read at every call (a relaxed load); meant for tests and benchmarks, not for tuning.
+// or four 16-bit rows on Zen 5, where only the sign of a zero output can differ: decode_tile.inc), so that a test
+// can run every tuning on any host and compare their results. Read at every call (a relaxed load); meant for tests
+// and benchmarks, not for tuning.
 inline std::atomic<int>& decode_tuning() noexcept {
   static std::atomic<int> family{-1};
   return family;
