@@ -277,8 +277,23 @@ struct scratch_block {  // a block of exec::allocate_bytes, given back on destru
   scratch_block& operator=(const scratch_block&) = delete;
   ~scratch_block() { exec::release_bytes(p, bytes); }
   std::byte* get() const noexcept { return p; }
+  template <class U>
+  U* at(std::size_t offset) const noexcept {  // an array placed at offset by a scratch_layout
+    return reinterpret_cast<U*>(p + offset);
+  }
   std::size_t bytes;
   std::byte* p;
+};
+// Arrays of several types in one scratch_block, each at a multiple of 64 bytes: add() gives an array's offset
+// before the block exists, scratch_block::at the array once it does. One allocation, not one per array.
+struct scratch_layout {
+  std::size_t bytes = 0;
+  template <class U>
+  std::size_t add(std::size_t n) noexcept {
+    const std::size_t offset = bytes;
+    bytes += (n * sizeof(U) + 63) / 64 * 64;
+    return offset;
+  }
 };
 
 template <class T>
@@ -482,18 +497,28 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   const score_plan<T> plan = make_plan(p);
   const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
   const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
-  // Per batch item and row: the limit of each limit step, and the end of the keys read.
-  storage<std::size_t, dyn> limits(uninitialized, p.batch * alg::max<std::size_t>(nl, 1) * rows),
-      ends(uninitialized, p.batch * rows);
   struct item {
     std::uint32_t b, g;
     std::size_t k0, k1, state;  // keys [k0, k1): chunks state, state + 1, ...
   };
-  // At most max(1, ceil(L_k / decode_chunk)) chunks per (b, g); first: the chunks (states) of (b, g) are
-  // [first[bg], first[bg + 1]); kends: the end of the keys read per batch item.
+  // The call's bookkeeping, in one block: per batch item and row the limit of each limit step (limits) and the
+  // end of the keys read (ends); the work items, at most max(1, ceil(L_k / decode_chunk)) chunks per (b, g);
+  // first: the chunks (states) of (b, g) are [first[bg], first[bg + 1]); kends: the end of the keys read per batch
+  // item. (Five allocations before, and two more below: H 8, one row, L_k 16, one thread, the call took 2.24 us and
+  // takes 1.95-2.01 with the two blocks; docs/decoding-log.md, twenty-ninth session.)
   const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
-  storage<item, dyn> items(uninitialized, p.batch * p.kv_heads * most_chunks);
-  storage<std::size_t, dyn> first(uninitialized, p.batch * p.kv_heads + 1), kends(uninitialized, p.batch);
+  scratch_layout book_layout;
+  const std::size_t limits_at = book_layout.add<std::size_t>(p.batch * alg::max<std::size_t>(nl, 1) * rows),
+                    ends_at = book_layout.add<std::size_t>(p.batch * rows),
+                    items_at = book_layout.add<item>(p.batch * p.kv_heads * most_chunks),
+                    first_at = book_layout.add<std::size_t>(p.batch * p.kv_heads + 1),
+                    kends_at = book_layout.add<std::size_t>(p.batch);
+  const scratch_block book(book_layout.bytes);
+  std::size_t* const limits = book.at<std::size_t>(limits_at);
+  std::size_t* const ends = book.at<std::size_t>(ends_at);
+  item* const items = book.at<item>(items_at);
+  std::size_t* const first = book.at<std::size_t>(first_at);
+  std::size_t* const kends = book.at<std::size_t>(kends_at);
   std::size_t ni = 0, nc = 0;
   double work = 0;
   for (std::size_t b = 0; b < p.batch; ++b) {
@@ -533,13 +558,15 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
 
   const std::size_t per_state = rows * (p.dv + 2);
   const std::size_t scratch = (kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T) + 63) / 64 * 64;
-  const scratch_block states(nc * per_state * sizeof(T));
-  const scratch_block buf(scratch * slots);
-  T* st = reinterpret_cast<T*>(states.get());
+  // The chunks' states and each slot's scratch, in one block.
+  scratch_layout work_layout;
+  const std::size_t states_at = work_layout.add<T>(nc * per_state), buf_at = work_layout.add<std::byte>(scratch * slots);
+  const scratch_block work_block(work_layout.bytes);
+  T* const st = work_block.at<T>(states_at);
   exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
     const item& it = items[n];
-    kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, decode_chunk, reinterpret_cast<T*>(buf.get() + scratch * slot),
-               limits.data() + it.b * nl * rows, ends.data() + it.b * rows, st + it.state * per_state);
+    kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, decode_chunk, work_block.at<T>(buf_at + scratch * slot),
+               limits + it.b * nl * rows, ends + it.b * rows, st + it.state * per_state);
   });
 
   // Merge the chunks of each (b, g), row by row, into the output (and the log-sum-exp).
