@@ -505,7 +505,7 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   // end of the keys read (ends); the work items, at most max(1, ceil(L_k / decode_chunk)) chunks per (b, g);
   // first: the chunks (states) of (b, g) are [first[bg], first[bg + 1]); kends: the end of the keys read per batch
   // item. (Five allocations before, and two more below: H 8, one row, L_k 16, one thread, the call took 2.24 us and
-  // takes 1.95-2.01 with the two blocks; docs/decoding-log.md, twenty-ninth session.)
+  // takes 1.95-2.00 with the two blocks; docs/decoding-log.md, twenty-ninth session.)
   const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
   scratch_layout book_layout;
   const std::size_t limits_at = book_layout.add<std::size_t>(p.batch * alg::max<std::size_t>(nl, 1) * rows),
