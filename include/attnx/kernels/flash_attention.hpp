@@ -288,10 +288,12 @@ struct scratch_block {  // a block of exec::allocate_bytes, given back on destru
 // before the block exists, scratch_block::at the array once it does. One allocation, not one per array.
 struct scratch_layout {
   std::size_t bytes = 0;
+  // b bytes rounded up to whole 64-byte lines (so that what follows starts on a line of its own).
+  static constexpr std::size_t lines(std::size_t b) noexcept { return (b + 63) / 64 * 64; }
   template <class U>
   std::size_t add(std::size_t n) noexcept {
     const std::size_t offset = bytes;
-    bytes += (n * sizeof(U) + 63) / 64 * 64;
+    bytes += lines(n * sizeof(U));
     return offset;
   }
 };
@@ -405,7 +407,7 @@ void run_flash(const attention_problem<T>& p, unsigned threads, const flash_kern
 
   // Per thread: the tile scratch, then the limits. Allocated here so that the workers cannot throw.
   const std::size_t tile_bytes = kernel.scratch * sizeof(T);
-  const std::size_t bytes = (tile_bytes + kernel.limits * sizeof(std::size_t) + 63) / 64 * 64;
+  const std::size_t bytes = scratch_layout::lines(tile_bytes + kernel.limits * sizeof(std::size_t));
   const scratch_block buf(bytes * slots);
   // Widening: per thread, L_k rows of K then of V (rows padded to 64 bytes), and which (b, KV head) they hold,
   // how many rows.
@@ -504,7 +506,7 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   // The call's bookkeeping, in one block: per batch item and row the limit of each limit step (limits) and the
   // end of the keys read (ends); the work items, at most max(1, ceil(L_k / decode_chunk)) chunks per (b, g);
   // first: the chunks (states) of (b, g) are [first[bg], first[bg + 1]); kends: the end of the keys read per batch
-  // item. (Five allocations before, and two more below: H 8, one row, L_k 16, one thread, the call took 2.24 us and
+  // item. (Five allocations before, and two more below: H 8, one row, L_k 16, one thread, a call took 2.23-2.32 us and
   // takes 1.95-2.00 with the two blocks; docs/decoding-log.md, twenty-ninth session.)
   const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
   scratch_layout book_layout;
@@ -557,7 +559,7 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   const auto slots = static_cast<unsigned>(alg::min<std::size_t>(want, ni));
 
   const std::size_t per_state = rows * (p.dv + 2);
-  const std::size_t scratch = (kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T) + 63) / 64 * 64;
+  const std::size_t scratch = scratch_layout::lines(kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T));
   // The chunks' states and each slot's scratch, in one block.
   scratch_layout work_layout;
   const std::size_t states_at = work_layout.add<T>(nc * per_state), buf_at = work_layout.add<std::byte>(scratch * slots);
