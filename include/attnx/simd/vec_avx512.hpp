@@ -71,6 +71,19 @@ struct vec<float, avx512_t> {
     const __m512d x = _mm512_castps_pd(b0), y = _mm512_castps_pd(b1);
     return _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(all8, x, y)), _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(all8, x, y)));
   }
+  // The 4 x 4 transpose within each 128-bit lane: d[r]'s lane L, element j is c[j]'s lane L, element r. With c[x] =
+  // reduce_quad of four rows' vectors for key x (x = 0..3), d[r] is reduce_quad of row r's vectors for the four keys,
+  // bit for bit (reduce_quad's element e is a sum of its input e alone, the same way for every e).
+  static void transpose_quads(const reg* c, reg* d) {
+    const __m512 t0 = _mm512_maskz_unpacklo_ps(all, c[0], c[1]), t1 = _mm512_maskz_unpackhi_ps(all, c[0], c[1]);
+    const __m512 t2 = _mm512_maskz_unpacklo_ps(all, c[2], c[3]), t3 = _mm512_maskz_unpackhi_ps(all, c[2], c[3]);
+    constexpr __mmask8 all8 = static_cast<__mmask8>(~0u);
+    const __m512d x0 = _mm512_castps_pd(t0), x1 = _mm512_castps_pd(t1), x2 = _mm512_castps_pd(t2), x3 = _mm512_castps_pd(t3);
+    d[0] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(all8, x0, x2));
+    d[1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(all8, x0, x2));
+    d[2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(all8, x1, x3));
+    d[3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(all8, x1, x3));
+  }
   static reg reduce_quads(const reg* c) {
     const __m512 e0 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0x88), _mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0xdd));
     const __m512 e1 = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[2], c[3], 0x88), _mm512_maskz_shuffle_f32x4(all, c[2], c[3], 0xdd));
