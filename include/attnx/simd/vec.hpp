@@ -13,6 +13,8 @@
 //                           paths only)
 //   reduce_quad(a), reduce_quads(c)  (AVX-512 float only) reduce_lanes in two halves: c[k] = reduce_quad(a + 4k)
 //                           for k = 0..3, then reduce_quads(c) is reduce_lanes(a), bit for bit
+//   transpose_quads(c, d)   (AVX-512 float only) the 4 x 4 transpose within each 128-bit lane of c[0..4): with c[x]
+//                           = reduce_quad of four rows' vectors for key x, d[r] = reduce_quad of row r's four keys
 //   fma_exact(a, b, c)      a * b + c with one rounding on every path
 //   div_or_zero(a, l)       a / l, and 0 where l == 0
 //   max_keep(x, m)          max, m where x is NaN (x86 maxps: NaN -> second operand)
