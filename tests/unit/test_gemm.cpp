@@ -22,48 +22,7 @@
 #include <random>
 #include <vector>
 
-// ---- allocation tracking (the memory promise) -------------------------------------------------------
-// Every global operator new/delete is replaced by malloc/free (g++ cannot see that they pair up).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-namespace {
-std::atomic<bool> tracking{false};
-std::atomic<std::size_t> largest_allocation{0};
-void note(std::size_t n) {
-  if (!tracking.load(std::memory_order_relaxed)) return;
-  std::size_t cur = largest_allocation.load(std::memory_order_relaxed);
-  while (n > cur && !largest_allocation.compare_exchange_weak(cur, n, std::memory_order_relaxed)) {
-  }
-}
-void* checked(void* p) {
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) {
-  note(n);
-  return checked(std::malloc(n ? n : 1));
-}
-void* operator new[](std::size_t n) {
-  note(n);
-  return checked(std::malloc(n ? n : 1));
-}
-void* operator new(std::size_t n, std::align_val_t al) {
-  note(n);
-  const std::size_t a = static_cast<std::size_t>(al);
-  return checked(std::aligned_alloc(a, (std::max<std::size_t>(n, 1) + a - 1) / a * a));
-}
-void* operator new[](std::size_t n, std::align_val_t al) { return ::operator new(n, al); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#include "allocation_hooks.hpp"  // the memory promise: allocation_hooks::largest_allocation
 
 using namespace attnx;
 namespace kd = attnx::kernels::detail;
@@ -561,12 +520,12 @@ BOOST_AUTO_TEST_CASE(scores_never_stored) {
     context rows;  // two threads: blocks of 2 x MB rows of scores at a time
     rows.set_isa(default_context().isa()).set_fused(false).set_threads(2);
     exec::release_cached_memory();  // a block kept from the previous round would be reused unseen
-    largest_allocation = 0;
-    tracking = true;
+    allocation_hooks::largest_allocation = 0;
+    allocation_hooks::tracking = true;
     assign(O, softmax(Q * transpose(K)) * V, rows);
-    tracking = false;
-    BOOST_TEST_MESSAGE("largest allocation " << largest_allocation.load() << " bytes; scores " << L * L * sizeof(float));
-    BOOST_TEST(largest_allocation.load() <= L * L * sizeof(float) / 8);
+    allocation_hooks::tracking = false;
+    BOOST_TEST_MESSAGE("largest allocation " << allocation_hooks::largest_allocation.load() << " bytes; scores " << L * L * sizeof(float));
+    BOOST_TEST(allocation_hooks::largest_allocation.load() <= L * L * sizeof(float) / 8);
     BOOST_TEST(std::isfinite(O(L - 1, d - 1)));
   });
 }

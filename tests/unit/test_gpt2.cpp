@@ -96,4 +96,17 @@ BOOST_AUTO_TEST_CASE(chunks_and_limits) {
   BOOST_CHECK_THROW(m->step(long_ids, b), std::length_error);
   BOOST_TEST(b.length == ids.size());
   BOOST_TEST(b.caches[0].length(0) == ids.size());
+  // Speculative tokens rejected: truncate(6) then the accepted tokens again give the logits of one prefill.
+  const std::vector<std::int32_t> draft{9, 9, 9};
+  (void)m->step(draft, b);
+  BOOST_CHECK_THROW(b.truncate(ids.size() + 4), std::out_of_range);
+  b.truncate(6);
+  BOOST_TEST(b.length == 6u);
+  BOOST_TEST(b.caches.back().length(0) == 6u);
+  const auto again = m->step(std::span(ids).subspan(6), b);
+  double worst_again = 0;
+  for (std::size_t i = 6; i < ids.size(); ++i)
+    for (std::size_t j = 0; j < 512; ++j)
+      worst_again = std::max(worst_again, double(std::abs(again.data()[(i - 6) * 512 + j] - whole.data()[i * 512 + j])));
+  BOOST_TEST(worst_again <= 1e-4);
 }

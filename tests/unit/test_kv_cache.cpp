@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "allocation_hooks.hpp"  // allocation failures on demand (a_failed_step_appends_nothing)
 #include "support.hpp"
 
 using namespace test_support;
@@ -721,4 +722,286 @@ BOOST_AUTO_TEST_CASE(rows_per_item_step) {
                         says({"appending 3 tokens to batch item 1 of length 6 exceeds the capacity 8"}));
   BOOST_TEST(cache.length(0) == 6u);
   BOOST_TEST(cache.length(1) == 6u);
+}
+
+namespace {
+
+// The forward pass with masks, in plain loops: for item b, head h, query i and key j <= i the score is
+// q_i . k_j / sqrt(d) + bias(b, h, i, j) where allowed(b, h, i, j), else -inf; a row with no key left gives 0;
+// y = merge_heads(heads) W_O (GQA, the module without biases). x (B, L, Dm).
+template <class Allowed, class Bias>
+mat reference_masked(const mat& x, const mat& wq, const mat& wk, const mat& wv, const mat& wo, std::size_t B, std::size_t L,
+                     std::size_t Dm, std::size_t H, std::size_t Hkv, std::size_t d, Allowed allowed, Bias bias) {
+  const std::size_t G = H / Hkv;
+  mat heads(B * L * H * d, 0.0);  // (B, L, H d)
+  for (std::size_t b = 0; b < B; ++b) {
+    const mat xb(x.begin() + long(b * L * Dm), x.begin() + long((b + 1) * L * Dm));
+    const mat q = naive::matmul(xb, wq, L, Dm, H * d), k = naive::matmul(xb, wk, L, Dm, Hkv * d),
+              v = naive::matmul(xb, wv, L, Dm, Hkv * d);
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < L; ++i) {
+        mat s(i + 1, -std::numeric_limits<double>::infinity());
+        double top = -std::numeric_limits<double>::infinity();
+        for (std::size_t j = 0; j <= i; ++j) {
+          if (!allowed(b, h, i, j)) continue;
+          double dot = 0;
+          for (std::size_t c = 0; c < d; ++c) dot += q[i * H * d + h * d + c] * k[j * Hkv * d + (h / G) * d + c];
+          s[j] = dot / std::sqrt(double(d)) + bias(b, h, i, j);
+          top = std::max(top, s[j]);
+        }
+        if (top == -std::numeric_limits<double>::infinity()) continue;  // no key: 0
+        double sum = 0;
+        for (std::size_t j = 0; j <= i; ++j) sum += std::exp(s[j] - top);
+        for (std::size_t j = 0; j <= i; ++j) {
+          const double p = std::exp(s[j] - top) / sum;
+          for (std::size_t c = 0; c < d; ++c) heads[(b * L + i) * H * d + h * d + c] += p * v[j * Hkv * d + (h / G) * d + c];
+        }
+      }
+  }
+  return naive::matmul(heads, wo, B * L, H * d, Dm);
+}
+
+// An ALiBi-like bias, the slope by head, plus a small term of its own for every (b, h, i, j).
+double step_bias(std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  const double slope = std::pow(2.0, -double(h + 1));
+  return -slope * double(i - j) + 0.25 * std::sin(double(1 + b * 7 + h * 5 + i * 3 + j));
+}
+// Keys blocked by item: a padding inside the cache (a key at 0 is never blocked).
+bool step_blocked(std::size_t b, std::size_t j) { return b == 0 ? j % 7 == 2 : j % 5 == 3; }
+// Per head and row: row i of head 1 blocks key i - 1 (a tree mask of speculative decoding, say).
+bool step_head_blocked(std::size_t h, std::size_t i, std::size_t j) { return h == 1 && j + 1 == i; }
+
+// step(x, cache, blocked(pad), blocked(tree), additive(bias)) chunk by chunk against reference_masked. The
+// padding mask (B, 1, 1, keys) and the tree mask (B, H, n, keys) are as wide as the capacity (wide = true) or as
+// the keys after the append; the bias (B, H, n, keys) is NaN past each row's own position (never read).
+template <class T, std::size_t Dm, std::size_t H, std::size_t Hkv, class Store = T>
+void check_masked_steps(std::size_t B, std::size_t L, std::size_t chunk, bool wide, double tol) {
+  using M = attnx::multi_head_attention<T, Dm, H, attnx::mha_options{.kv_heads = Hkv, .bias = false}>;
+  constexpr std::size_t d = Dm / H;
+  const model<M> w;
+  const mat x = rounded<T>(B * L * Dm, 23);
+  const mat want = reference_masked(
+      x, w.wq, w.wk, w.wv, w.wo, B, L, Dm, H, Hkv, d,
+      [](std::size_t b, std::size_t h, std::size_t i, std::size_t j) { return !step_blocked(b, j) && !step_head_blocked(h, i, j); },
+      [](std::size_t b, std::size_t h, std::size_t i, std::size_t j) { return double(T(step_bias(b, h, i, j))); });
+  const std::size_t cap = L + 5;
+  attnx::kv_cache<T, Hkv, d, d, Store> cache(B, cap);
+  mat got(B * L * Dm);
+  for (std::size_t t0 = 0; t0 < L; t0 += chunk) {
+    const std::size_t n = std::min(chunk, L - t0), K = wide ? cap : t0 + n;
+    attnx::tensor<T, dyn, dyn, Dm> xt(B, n);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < Dm; ++c) xt(b, i, c) = static_cast<T>(x[(b * L + t0 + i) * Dm + c]);
+    attnx::tensor<bool, dyn, 1, 1, dyn> pad(B, K);
+    attnx::tensor<bool, dyn, H, dyn, dyn> tree(B, n, K);
+    attnx::tensor<T, dyn, H, dyn, dyn> bias(B, n, K);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t j = 0; j < K; ++j) {
+        pad(b, 0, 0, j) = step_blocked(b, j);
+        for (std::size_t h = 0; h < H; ++h)
+          for (std::size_t i = 0; i < n; ++i) {
+            tree(b, h, i, j) = step_head_blocked(h, t0 + i, j);
+            bias(b, h, i, j) = j <= t0 + i ? T(step_bias(b, h, t0 + i, j)) : std::numeric_limits<T>::quiet_NaN();
+          }
+      }
+    const auto y = w.m.step(xt, cache, attnx::blocked(pad), attnx::blocked(tree), attnx::additive(bias));
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < Dm; ++c) got[(b * L + t0 + i) * Dm + c] = static_cast<double>(y(b, i, c));
+  }
+  double err = 0, top = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    err = std::max(err, std::isnan(got[i]) ? std::numeric_limits<double>::infinity() : std::abs(got[i] - want[i]));
+    top = std::max(top, std::abs(want[i]));
+  }
+  err /= top;
+  BOOST_TEST_MESSAGE("masked steps of " << chunk << ", H " << H << ", kv_heads " << Hkv << ", storage of " << sizeof(Store)
+                                        << " bytes: max error / max |y| " << err);
+  BOOST_TEST(err <= tol);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(steps_with_masks) {
+  // Token by token (the decode kernel's one-row and several-row loops: GQA groups of 2 and 4 rows), in chunks of 7
+  // (the decode kernel's blocks) and of 25 (the prefill kernel over the cache); masks as wide as the capacity or
+  // as the keys; double, float, bf16 and f16 storage.
+  check_masked_steps<double, 32, 4, 2>(2, 37, 1, true, 1e-12);
+  check_masked_steps<double, 32, 4, 1>(2, 37, 1, false, 1e-12);
+  check_masked_steps<double, 32, 4, 2>(2, 50, 7, false, 1e-12);
+  check_masked_steps<double, 32, 4, 2>(2, 60, 25, true, 1e-12);
+  check_masked_steps<float, 64, 4, 4>(2, 40, 1, true, 2e-5);
+  check_masked_steps<float, 64, 4, 1>(2, 40, 1, false, 2e-5);
+  check_masked_steps<float, 512, 4, 1>(1, 24, 1, true, 2e-5);  // d 128: the tuned loops (four rows of one KV head)
+  check_masked_steps<float, 512, 4, 4>(1, 24, 3, true, 2e-5);  // d 128, three rows per head
+  check_masked_steps<float, 64, 4, 2>(2, 70, 30, false, 2e-5);
+  check_masked_steps<float, 64, 4, 2, attnx::bf16>(2, 40, 1, true, 4e-3);
+  check_masked_steps<float, 64, 4, 2, attnx::f16>(2, 40, 7, false, 5e-4);
+}
+
+BOOST_AUTO_TEST_CASE(masked_step_by_item_and_rows_per_item) {
+  // step(x, cache, b, masks...) over (heads, n, keys) and step(rows, cache, counts, masks...) over (heads, N, keys):
+  // each item's rows equal the masked forward pass of its own sequence; a context as the last argument.
+  using M = attnx::multi_head_attention<double, 32, 4, attnx::mha_options{.kv_heads = 2, .bias = false}>;
+  const model<M> w;
+  const std::size_t total = 9;
+  const mat x0 = naive::random(total * 32, 93), x1 = naive::random(total * 32, 94);
+  const mat* xs[2] = {&x0, &x1};
+  const auto allowed = [](std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+    return !step_blocked(b, j) && !step_head_blocked(h, i, j);
+  };
+  attnx::kv_cache<double, 2, 8> cache(2, 12);
+  mat got[2] = {mat(total * 32), mat(total * 32)};
+  // item 0: 5 tokens then 1; item 1: 2 then 1, through step(x, cache, b, masks...)
+  std::size_t at[2] = {0, 0};
+  const std::size_t firsts[2][2] = {{5, 1}, {2, 1}};
+  attnx::context one_thread;
+  one_thread.set_threads(1);
+  for (std::size_t s = 0; s < 2; ++s)
+    for (std::size_t b = 0; b < 2; ++b) {
+      const std::size_t n = firsts[b][s], K = 12;
+      attnx::tensor<double, dyn, 32> xt(n);
+      std::copy_n(xs[b]->data() + at[b] * 32, n * 32, xt.data());
+      attnx::tensor<bool, 4, dyn, dyn> allow(n, K);
+      attnx::tensor<double, 4, dyn, dyn> bias(n, K);
+      for (std::size_t h = 0; h < 4; ++h)
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < K; ++j) {
+            allow(h, i, j) = allowed(b, h, at[b] + i, j);
+            bias(h, i, j) = step_bias(b, h, at[b] + i, j);
+          }
+      const auto y = s == 0 ? w.m.step(xt, cache, b, attnx::allowed(allow), attnx::additive(bias))
+                            : w.m.step(xt, cache, b, attnx::allowed(allow), attnx::additive(bias), one_thread);
+      std::copy_n(y.data(), n * 32, got[b].data() + at[b] * 32);
+      at[b] += n;
+    }
+  // then rows per item: 2 and 3 (two kernel calls), 1 and 1 (one call for both items), 0 and 2, 0 and 0
+  const std::size_t calls[4][2] = {{2, 3}, {1, 1}, {0, 2}, {0, 0}};
+  for (const auto& counts : calls) {
+    const std::size_t N = counts[0] + counts[1], K = std::max(at[0] + counts[0], at[1] + counts[1]);
+    attnx::tensor<double, dyn, 32> rows(N);
+    attnx::tensor<bool, 4, dyn, dyn> allow(N, K);
+    attnx::tensor<double, 4, dyn, dyn> bias(N, K);
+    for (std::size_t b = 0, r = 0; b < 2; r += counts[b], ++b) {
+      std::copy_n(xs[b]->data() + at[b] * 32, counts[b] * 32, rows.data() + r * 32);
+      for (std::size_t h = 0; h < 4; ++h)
+        for (std::size_t i = 0; i < counts[b]; ++i)
+          for (std::size_t j = 0; j < K; ++j) {
+            allow(h, r + i, j) = allowed(b, h, at[b] + i, j);
+            bias(h, r + i, j) = step_bias(b, h, at[b] + i, j);
+          }
+    }
+    const std::vector<std::size_t> n(std::begin(counts), std::end(counts));
+    const auto y = w.m.step(rows, cache, n, attnx::allowed(allow), attnx::additive(bias));
+    for (std::size_t b = 0, r = 0; b < 2; r += counts[b], ++b) {
+      std::copy_n(y.data() + r * 32, counts[b] * 32, got[b].data() + at[b] * 32);
+      at[b] += counts[b];
+    }
+  }
+  BOOST_TEST(cache.length(0) == total);
+  BOOST_TEST(cache.length(1) == total);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const mat want = reference_masked(
+        *xs[b], w.wq, w.wk, w.wv, w.wo, 1, total, 32, 4, 2, 8,
+        [&](std::size_t, std::size_t h, std::size_t i, std::size_t j) { return allowed(b, h, i, j); },
+        [&](std::size_t, std::size_t h, std::size_t i, std::size_t j) { return step_bias(b, h, i, j); });
+    double err = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(got[b][i] - want[i]));
+    BOOST_TEST(err <= 1e-12);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(masked_step_rules_and_empty_rows) {
+  // The run-time rules of step's masks (each names both sizes, and nothing is appended); a row whose every key is
+  // blocked gives 0 (the module has no bias, so y's row is 0); -inf biases block as a false does.
+  using M = attnx::multi_head_attention<double, 32, 4, attnx::mha_options{.kv_heads = 2, .bias = false}>;
+  const model<M> w;
+  attnx::kv_cache<double, 2, 8> cache(2, 8);
+  attnx::tensor<double, 2, 3, 32> x;
+  const mat xr = naive::random(x.numel(), 95);
+  std::copy(xr.begin(), xr.end(), x.data());
+  (void)w.m.step(x, cache);  // 3 tokens each
+  attnx::tensor<double, 2, 1, 32> x1;
+  std::copy_n(xr.data(), 64, x1.data());
+  attnx::tensor<bool, dyn, dyn, 1, dyn> heads3(2, 3, 8);
+  BOOST_CHECK_EXCEPTION(w.m.step(x1, cache, attnx::allowed(heads3)), attnx::extent_error,
+                        says({"a mask's heads axis must be the module's heads", "mask_heads 3, heads 4"}));
+  attnx::tensor<bool, dyn, 1, 1, dyn> short_keys(2, 3);  // 4 keys after the append
+  BOOST_CHECK_EXCEPTION(w.m.step(x1, cache, attnx::blocked(short_keys)), attnx::extent_error,
+                        says({"a mask's key axis must cover every key an item holds after the append", "mask_keys 3, keys 4"}));
+  attnx::tensor<double, dyn, 1, dyn, dyn> batch3(3, 1, 8);
+  BOOST_CHECK_EXCEPTION(w.m.step(x1, cache, attnx::additive(batch3)), attnx::extent_error,
+                        says({"a mask's batch axis must be the cache's batch", "mask_batch 3, cache_batch 2"}));
+  attnx::tensor<double, 1, dyn, dyn> rows2(2, 8);
+  attnx::tensor<double, dyn, 32> one(1);
+  BOOST_CHECK_EXCEPTION(w.m.step(one, cache, 0, attnx::additive(rows2)), attnx::extent_error,
+                        says({"a mask's row axis must be the new rows", "mask_rows 2, query_rows 1"}));
+  BOOST_TEST(cache.length(0) == 3u);
+  BOOST_TEST(cache.length(1) == 3u);
+  // Item 0's new row blocks every key, item 1's has -inf on every key but its first: item 0's row is 0, item 1's
+  // the first token's value row through W_O (softmax of one key).
+  attnx::tensor<bool, dyn, 1, 1, dyn> none(2, 4);
+  attnx::tensor<double, dyn, 1, 1, dyn> bias(2, 4);
+  for (std::size_t j = 0; j < 4; ++j) {
+    none(0, 0, 0, j) = true;
+    none(1, 0, 0, j) = false;
+    bias(0, 0, 0, j) = 0;
+    bias(1, 0, 0, j) = j == 0 ? 0.5 : -std::numeric_limits<double>::infinity();
+  }
+  const auto y = w.m.step(x1, cache, attnx::blocked(none), attnx::additive(bias));
+  BOOST_TEST(cache.length(0) == 4u);
+  for (std::size_t c = 0; c < 32; ++c) BOOST_TEST(y(0, 0, c) == 0.0);
+  const mat v = naive::matmul(mat(xr.begin() + 3 * 32, xr.begin() + 4 * 32), w.wv, 1, 32, 16);  // item 1's first token
+  mat heads(32);
+  for (std::size_t h = 0; h < 4; ++h)
+    for (std::size_t c = 0; c < 8; ++c) heads[h * 8 + c] = v[(h / 2) * 8 + c];
+  const mat want = naive::matmul(heads, w.wo, 1, 32, 32);
+  for (std::size_t c = 0; c < 32; ++c) BOOST_TEST(std::abs(y(1, 0, c) - want[c]) < 1e-12);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_step_appends_nothing) {
+  // Every allocation of a step made to fail in turn (the projections, the kernel's buffers, the masks' evaluation,
+  // the output, W_O): the step throws std::bad_alloc and every item keeps its length, including when the failure
+  // comes after the append; then the same step succeeds and equals a step that never failed. Decode (n = 1), the
+  // decode kernel's blocks (n = 7) and the prefill kernel (n = 25), with and without a mask.
+  using M = attnx::multi_head_attention<float, 64, 4, attnx::mha_options{.kv_heads = 2, .bias = false}>;
+  const model<M> w;
+  attnx::context one;
+  one.set_threads(1);
+  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{25}})
+    for (const bool masked : {false, true}) {
+      attnx::kv_cache<float, 2, 16> cache(2, 64), clean(2, 64);
+      attnx::tensor<float, 2, dyn, 64> x0(5), x(n);
+      const mat r0 = naive::random(x0.numel(), 96), r = naive::random(x.numel(), 97);
+      std::copy(r0.begin(), r0.end(), x0.data());
+      std::copy(r.begin(), r.end(), x.data());
+      (void)w.m.step(x0, cache, one);
+      (void)w.m.step(x0, clean, one);
+      attnx::tensor<bool, 2, 4, dyn, 64> block(n);  // (B, heads, n, keys): key 1 blocked (evaluated: allowed(!block))
+      for (std::size_t i = 0; i < block.numel(); ++i) block.data()[i] = i % 64 == 1;
+      const auto run = [&](auto& c) {  // (the step's own result: no allocation of the test's after it)
+        if (masked) return w.m.step(x, c, attnx::blocked(block), one);
+        return w.m.step(x, c, one);
+      };
+      const auto want = run(clean);
+      std::size_t failures = 0;
+      for (long k = 0;; ++k) {
+        allocation_hooks::fail_after.store(k);
+        try {
+          const auto got = run(cache);
+          allocation_hooks::fail_after.store(-1);
+          BOOST_TEST(cache.length(0) == 5 + n);
+          BOOST_TEST(cache.length(1) == 5 + n);
+          BOOST_TEST(max_err(got, mat(want.data(), want.data() + want.numel())) == 0.0);
+          break;
+        } catch (const std::bad_alloc&) {
+          ++failures;
+          BOOST_TEST(cache.length(0) == 5u);
+          BOOST_TEST(cache.length(1) == 5u);
+        }
+      }
+      BOOST_TEST_MESSAGE("step of " << n << (masked ? " rows with a mask: " : " rows: ") << failures << " allocations failed in turn");
+      BOOST_TEST(failures >= 5u);
+    }
 }

@@ -59,11 +59,20 @@ struct gpt2 {
       for (auto& c : caches) c.reset(0);
       length = 0;
     }
+    // Keeps the first n tokens (n <= length): drops rejected speculative tokens, say.
+    void truncate(std::size_t n) {
+      if (n > length)
+        throw std::out_of_range("attnx: gpt2::state: truncate to " + std::to_string(n) + " tokens, but it holds " +
+                                std::to_string(length));
+      for (auto& c : caches) c.truncate(0, n);
+      length = n;
+    }
   };
 
   // Appends ids to the sequence (a prompt: prefill; one token: a decoding step) and returns the logits of every
   // new position, (ids.size(), Vocab). The sequence may not grow past Context (std::length_error; nothing is
-  // appended then); an id outside [0, Vocab) throws std::out_of_range.
+  // appended then); an id outside [0, Vocab) throws std::out_of_range. Whatever throws later (an allocation), every
+  // layer's cache is cut back to the sequence's length: s is as before the call.
   tensor<T, dyn, Vocab> step(std::span<const std::int32_t> ids, state& s, const context& ctx = current_context()) const {
     const std::size_t n = ids.size();
     if (n == 0) throw std::invalid_argument("attnx: gpt2::step: no tokens");
@@ -71,10 +80,17 @@ struct gpt2 {
       throw std::length_error("attnx: gpt2::step: " + std::to_string(s.length) + " tokens and " + std::to_string(n) +
                               " new ones exceed the context of " + std::to_string(Context));
     const context_scope use(ctx);
-    tensor<T, dyn, D> x = wte(ids) + slice<0>(wpe, s.length, n);
-    for (std::size_t i = 0; i < Layers; ++i) x = h[i].step(x, s.caches[i], 0, ctx);
-    s.length += n;
-    return tensor<T, dyn, Vocab>(ln_f(x) * lm_head);
+    try {
+      tensor<T, dyn, D> x = wte(ids) + slice<0>(wpe, s.length, n);
+      for (std::size_t i = 0; i < Layers; ++i) x = h[i].step(x, s.caches[i], 0, ctx);
+      tensor<T, dyn, Vocab> logits = ln_f(x) * lm_head;
+      s.length += n;
+      return logits;
+    } catch (...) {
+      for (auto& c : s.caches)
+        if (c.length(0) > s.length) c.truncate(0, s.length);
+      throw;
+    }
   }
 
   // Greedy generation: the prompt, then `count` tokens, each the argmax of the previous logits (the first

@@ -307,10 +307,12 @@ namespace detail {
 // causal_order = false: every query row sees every key its item holds (a cross-attention memory).
 // lse: the rows' log-sum-exp as a (b, h, i) stack, or none. one_item: item b0 alone is read by all the batch
 // items of q (a prefix stored once; K and V of batch stride 0, which the kernel reads once for all the items).
+// masks: boolean or additive score steps (multi_head_attention::step's masks, over the call's (b, h, i, j)),
+// applied after the scale and before the causal order (at most kernels::max_score_steps - 2).
 template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
                   kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true,
-                  kernels::strided<T> lse = {}, bool one_item = false) {
+                  kernels::strided<T> lse = {}, bool one_item = false, std::span<const kernels::score_step<T>> masks = {}) {
   if (batch == 0 || n == 0) return;
   storage<std::size_t, dyn> lens(uninitialized, batch);
   std::size_t lk = 0;
@@ -336,6 +338,7 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   p.dk = Cache::d_k;
   p.dv = Cache::d_v;
   p.multiply(scale);
+  for (const kernels::score_step<T>& m : masks) p.push(m);
   if (causal_order) p.causal_lengths(lens.data());
   else p.key_lengths(lens.data());  // every key an item holds (a memory: no causal order)
   kernels::flash_attention(p, ctx);

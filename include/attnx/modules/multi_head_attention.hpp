@@ -38,9 +38,11 @@
 
 #include <array>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -192,6 +194,33 @@ template <class... A>
 inline constexpr bool first_is_memory = false;
 template <class A, class... Rest>
 inline constexpr bool first_is_memory<A, Rest...> = mha_memory_operand<A>;
+
+// step(x, cache[, b | rows], masks...[, ctx]): the masks, allowed(m) / blocked(m) (a bool_mask) or additive(m).
+template <class A>
+inline constexpr bool is_step_mask = false;
+template <class M>
+inline constexpr bool is_step_mask<bool_mask<M>> = true;
+template <class M>
+inline constexpr bool is_step_mask<additive_mask<M>> = true;
+template <class A>
+inline constexpr bool is_context_arg = std::is_same_v<std::remove_cvref_t<A>, context>;
+// The first argument after the cache (or after b or the rows) of a step with masks: not a batch item, rows per
+// item or a context, which take the overloads without masks.
+template <class A>
+concept step_mask_arg = !std::is_integral_v<std::remove_cvref_t<A>> &&
+                        !std::is_convertible_v<const A&, std::span<const std::size_t>> && !is_context_arg<A>;
+// A step mask digested: its dense data (allow: true = attend, for allowed(m); blocked(m) arrives as allowed(!m);
+// or bias), its extents, and (set by multi_head_attention::step's run-time rules) its strides over the step's
+// (item, head, row, key), 0 where it broadcasts.
+template <class T>
+struct step_mask {
+  const bool* allow = nullptr;
+  const T* bias = nullptr;
+  std::size_t rank = 0;
+  std::array<std::size_t, 4> dims{};
+  std::array<bool, 4> unit{};  // the extent 1 in the mask's type (broadcast)
+  std::array<std::ptrdiff_t, 4> stride{};
+};
 
 // An argument used more than once: an lvalue is referred to each time; an rvalue is copied for all uses
 // but the last (which moves it).
@@ -451,6 +480,50 @@ class multi_head_attention {
     }
   }
 
+  // With masks: step(x, cache, masks...[, ctx]), step(x, cache, b, masks...[, ctx]), step(x, cache, rows,
+  // masks...[, ctx]). Each mask is allowed(m), blocked(m) or additive(m) (as in the forward pass) over the step's
+  // scores: (B, heads, n, keys) for x (B, n, d_model); (heads, n, keys) for item b's x (n, d_model); (heads, N, keys)
+  // with rows per item (the items' rows one after another). Right-aligned; an axis whose extent is 1 in the mask's
+  // type broadcasts, any other must equal the scores' extent but the key axis, which indexes each item's cache
+  // positions 0, 1, ... and must cover every key an item holds after the append (a mask as wide as the capacity
+  // fits every step). The masks apply after the scale 1/sqrt(d_k), in order, then the cache's causal order: a
+  // blocked key or a bias of -inf gets weight 0, and a row left with no key gives 0 (as the forward pass). ALiBi and
+  // other relative biases, padding inside the cache, sliding windows, tree masks of speculative decoding. At most
+  // six masks. Nothing is appended when a rule fails.
+  template <expression X, class Cache, detail::step_mask_arg A0, class... A>
+    requires is_kv_cache_v<Cache>
+  auto step(const X& x, Cache& cache, const A0& a0, const A&... a) const {
+    constexpr bool step_rank_ok = shape_of_t<X>::rank == 3;
+    static_assert(step_rank_ok, "attnx: multi_head_attention::step: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
+    if constexpr (step_rank_ok) {
+      return step_masked<true>(x, cache, std::size_t{0}, a0, a...);
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    }
+  }
+  template <expression X, class Cache, detail::step_mask_arg A0, class... A>
+    requires is_kv_cache_v<Cache>
+  auto step(const X& x, Cache& cache, std::size_t b, const A0& a0, const A&... a) const {
+    constexpr bool step_rank_ok = shape_of_t<X>::rank == 2;
+    static_assert(step_rank_ok, "attnx: multi_head_attention::step: with a batch item, x must be (n, d_model)");
+    if constexpr (step_rank_ok) {
+      return step_masked<false>(x, cache, b, a0, a...);
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    }
+  }
+  template <expression X, class Cache, detail::step_mask_arg A0, class... A>
+    requires is_kv_cache_v<Cache>
+  auto step(const X& x, Cache& cache, std::span<const std::size_t> rows, const A0& a0, const A&... a) const {
+    constexpr bool step_rank_ok = shape_of_t<X>::rank == 2;
+    static_assert(step_rank_ok, "attnx: multi_head_attention::step: with rows per item, x must be (N, d_model)");
+    if constexpr (step_rank_ok) {
+      return step_masked<false>(x, cache, rows, a0, a...);
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    }
+  }
+
   // ---- cross-attention over a memory projected once (a decoder reading an encoder's output) ------------
   // project_memory(memory, cache): memory (B, L_m, d_model), B = the cache's batch: projects the memory's keys
   // and values (W_K, W_V and their biases; never rotated) and appends them to the cache, once per memory rather
@@ -576,6 +649,15 @@ class multi_head_attention {
   // Where is item b0 (x (B, n, d_model) from b0 = 0, or (n, d_model) for item b0) or the rows per item.
   template <class X, class Cache, class Where>
   auto step_impl(const X& x, Cache& cache, Where where, const context& ctx) const {
+    if constexpr (!step_rules<X, Cache>()) {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    } else {
+      return step_run(x, cache, where, ctx);
+    }
+  }
+  // step's rules on x and the cache (after x's rank rule).
+  template <class X, class Cache>
+  static constexpr bool step_rules() {
     using SX = shape_of_t<X>;
     static_assert(cache_fits<Cache>, "attnx: multi_head_attention::step: the cache must have the module's T, kv_heads, d_k and d_v");
     static_assert(!cache_fits<Cache> || features_ok<SX>,
@@ -583,24 +665,116 @@ class multi_head_attention {
     constexpr bool type_ok = std::is_same_v<value_t<X>, T>;
     static_assert(!cache_fits<Cache> || !features_ok<SX> || type_ok,
                   "attnx: multi_head_attention::step: x must have the module's element type T (convert it: cast<T>(x))");
-    if constexpr (!cache_fits<Cache> || !features_ok<SX> || !type_ok || !well_formed) {
+    return cache_fits<Cache> && features_ok<SX> && type_ok && well_formed;
+  }
+  // The scores of a step with masks, as a shape: (B, heads, n, keys) with ByItem (x (B, n, d_model)), else
+  // (heads, n, keys) (x (n, d_model): one item, or the rows of all the items); keys dyn (checked at run time).
+  template <bool ByItem, class SX>
+  using step_scores_shape = std::conditional_t<
+      ByItem, shape<axis<anon, SX::extents[0]>, axis<anon, heads>, axis<anon, SX::extents[SX::rank - 2]>, axis<anon, dyn>>,
+      shape<axis<anon, heads>, axis<anon, SX::extents[0]>, axis<anon, dyn>>>;
+  // The rules on step's extra arguments, one error for the first that fails: masks (allowed / blocked / additive)
+  // then at most a context, last; at most six masks; an additive mask of type T; each mask's static extents
+  // against the scores' (the forward pass's mask rule).
+  template <bool ByItem, class SX, class... A>
+  static constexpr bool step_mask_rules() {
+    constexpr std::size_t n = sizeof...(A);
+    constexpr std::size_t bad_arg = [] {
+      std::size_t i = 0, bad = n;
+      ((bad == n && !(detail::is_step_mask<A> || (i == n - 1 && detail::is_context_arg<A>)) ? (bad = i, 0) : 0, ++i), ...);
+      return bad;
+    }();
+    using bad_t = std::tuple_element_t<bad_arg < n ? bad_arg : 0, std::tuple<A...>>;
+    static_assert(bad_arg == n || error::holds<error::step_argument_is_not_a_mask<error::argument_position<bad_arg + 1>,
+                                                                                 error::argument_type<bad_t>>>,
+                  "attnx: multi_head_attention::step: a mask must be allowed(m), blocked(m) or additive(m) (the cache "
+                  "gives the causal order and each item's length), and a context comes last");
+    constexpr std::size_t masks = (std::size_t{detail::is_step_mask<A>} + ... + 0);
+    constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
+    static_assert(bad_arg < n || masks <= max_masks || error::holds<error::step_too_many_masks<error::mask_count<masks>>>,
+                  "attnx: multi_head_attention::step: at most six masks");
+    if constexpr (bad_arg < n || masks > max_masks) {
+      return false;
+    } else {
+      return step_masks_ok<ByItem, SX, A...>();
+    }
+  }
+  template <bool ByItem, class SX, class A0, class... A>
+  static constexpr bool step_masks_ok() {
+    constexpr bool ok = [] {
+      if constexpr (!detail::is_step_mask<A0>) {
+        return true;  // (the context)
+      } else {
+        using M = std::remove_cvref_t<decltype(std::declval<const A0&>().mask)>;
+        if constexpr (failed_v<M>) {
+          return false;  // (reported where the mask was made)
+        } else {
+          constexpr bool type_ok = std::is_same_v<A0, bool_mask<M>> || std::is_same_v<value_t<M>, T>;
+          static_assert(type_ok || error::holds<error::step_additive_mask_element_type_differs<
+                                       error::element_type<value_t<M>>, error::target_element_type<T>>>,
+                        "attnx: multi_head_attention::step: additive(m) must have the module's element type T");
+          if constexpr (!type_ok) return false;
+          else return rules::check_mask_shape<step_scores_shape<ByItem, SX>, shape_of_t<M>>();
+        }
+      }
+    }();
+    if constexpr (!ok || sizeof...(A) == 0) {
+      return ok;
+    } else {
+      return step_masks_ok<ByItem, SX, A...>();
+    }
+  }
+  // step with masks: Where is item b0 (x (B, n, d_model) from b0 = 0 with ByItem, or (n, d_model) for item b0) or
+  // the rows per item; a: the masks, then perhaps a context.
+  template <bool ByItem, class X, class Cache, class Where, class... A>
+  auto step_masked(const X& x, Cache& cache, Where where, const A&... a) const {
+    using SX = shape_of_t<X>;
+    if constexpr (!step_rules<X, Cache>()) {
+      return basic_tensor<T, output_placeholder<SX>>{};
+    } else if constexpr (!step_mask_rules<ByItem, SX, A...>()) {
       return basic_tensor<T, output_placeholder<SX>>{};
     } else {
-      return step_run(x, cache, where, ctx);
+      constexpr bool has_ctx = detail::is_context_arg<std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>>;
+      const auto args = std::forward_as_tuple(a...);
+      const context& ctx = [&]() -> const context& {
+        if constexpr (has_ctx) return std::get<sizeof...(A) - 1>(args);
+        else return current_context();
+      }();
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        // The masks' data, dense (in place when a mask is a tensor or view, else evaluated once).
+        const std::tuple<dense_operand<std::remove_cvref_t<decltype(std::get<I>(args).mask)>>...> held(std::get<I>(args).mask...);
+        std::array<detail::step_mask<T>, sizeof...(I)> ms{};
+        (digest_mask(std::get<I>(args), std::get<I>(held).data(), ms[I]), ...);
+        return step_run(x, cache, where, ctx, std::span<detail::step_mask<T>>(ms), ByItem);
+      }(std::make_index_sequence<sizeof...(A) - (has_ctx ? 1 : 0)>{});
+    }
+  }
+  template <class K, class U>
+  static void digest_mask(const K& k, const U* data, detail::step_mask<T>& m) {
+    using M = std::remove_cvref_t<decltype(k.mask)>;
+    if constexpr (std::is_same_v<U, bool>) m.allow = data;
+    else m.bias = data;
+    m.rank = shape_of_t<M>::rank;
+    const auto d = dims_of(k.mask);
+    for (std::size_t i = 0; i < m.rank; ++i) {
+      m.dims[i] = d[i];
+      m.unit[i] = shape_of_t<M>::extents[i] == 1;
     }
   }
   // x (B, n, d_model) from item 0, or (n, d_model) for item b0: n rows per item.
   template <class X, class Cache>
-  auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx) const {
+  auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx, std::span<detail::step_mask<T>> masks = {},
+                bool masks_by_item = false) const {
     const auto [nb, n] = check_cache_input(x, cache, b0, "multi_head_attention::step: x's batch extent must be the cache's");
     attnx::storage<std::size_t, dyn> counts(nb);
     alg::fill_n(counts.data(), nb, n);
     const basic_tensor<T, shape_of_t<X>> dense_x = x;  // (in place when x is a tensor or view, else evaluated once)
-    return step_rows<shape_of_t<X>>(dense_x.data(), dims_of(x), cache, b0, {counts.data(), nb}, ctx);
+    return step_rows<shape_of_t<X>>(dense_x.data(), dims_of(x), cache, b0, {counts.data(), nb}, ctx, masks, masks_by_item);
   }
   // x (N, d_model): rows[b] rows of item b.
   template <class X, class Cache>
-  auto step_run(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx) const {
+  auto step_run(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx,
+                std::span<detail::step_mask<T>> masks = {}, bool = false) const {
     check_features(x, "input", "input_features");
     const std::size_t N = dims_of(x)[0];
     if (rows.size() != cache.batch())
@@ -612,20 +786,28 @@ class multi_head_attention {
       detail::throw_extent_error("multi_head_attention::step: x must hold the items' rows, one item after another",
                                  "input_rows", N, "rows_per_item_sum", total);
     const basic_tensor<T, shape_of_t<X>> dense_x = x;
-    return step_rows<shape_of_t<X>>(dense_x.data(), dims_of(x), cache, 0, rows, ctx);
+    return step_rows<shape_of_t<X>>(dense_x.data(), dims_of(x), cache, 0, rows, ctx, masks, false);
   }
   // The new rows of items b0, b0 + 1, ...: counts[b] rows of item b0 + b, one item after another at x (d_model
   // features each; dims: the result's, x's). Projects them (one GEMM per weight for all the rows), rotates them
   // (RoPE, at each item's own positions), appends K and V, attends causally over each item's cache (a run of items
-  // with one count in one kernel call) and applies W_O. Every rule and allocation before the first append.
+  // with one count in one kernel call) and applies W_O. Every rule before the first append; if anything throws
+  // after it (an allocation), the items are cut back to their lengths before. masks: step's masks (digested, their
+  // strides set here), over (item, head, row, key) with masks_by_item (x (B, n, d_model)), else over (head, row,
+  // key) with the rows of all the items one after another.
   template <class SX, class Cache>
   auto step_rows(const T* x, const dims_t<SX::rank>& dims, Cache& cache, std::size_t b0, std::span<const std::size_t> counts,
-                 const context& ctx) const {
-    std::size_t N = 0;
+                 const context& ctx, std::span<detail::step_mask<T>> masks = {}, bool masks_by_item = false) const {
+    std::size_t N = 0, keys = 0;  // keys: the most any item holds after the append
     for (std::size_t b = 0; b < counts.size(); ++b) {
       cache.check_room(b0 + b, counts[b]);
       N += counts[b];
+      keys = alg::max(keys, cache.length(b0 + b) + counts[b]);
     }
+    for (detail::step_mask<T>& m : masks)
+      check_step_mask(m, masks_by_item, counts.size(), masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys);
+    attnx::storage<std::size_t, dyn> before(uninitialized, counts.size());
+    for (std::size_t b = 0; b < counts.size(); ++b) before[b] = cache.length(b0 + b);
     const rows_view xr(x, N);
     tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
@@ -636,21 +818,62 @@ class multi_head_attention {
       for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b) rotate_rows(q, k, at, cache.length(b0 + b), counts[b]);
     for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
       cache.append(b0 + b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, counts[b]);
-    const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
-    for (std::size_t b = 0, at = 0; b < counts.size();) {
-      const std::size_t n = counts[b];
-      std::size_t e = b + 1;
-      while (e < counts.size() && counts[e] == n) ++e;
-      if (n > 0) {  // items b .. e - 1: contiguous rows
-        const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
-        const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-        detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true);
+    try {
+      const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
+      std::array<kernels::score_step<T>, kernels::max_score_steps> steps{};
+      for (std::size_t b = 0, at = 0; b < counts.size();) {
+        const std::size_t n = counts[b];
+        std::size_t e = b + 1;
+        while (e < counts.size() && counts[e] == n) ++e;
+        if (n > 0) {  // items b .. e - 1: contiguous rows
+          const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
+          const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
+          for (std::size_t i = 0; i < masks.size(); ++i) {  // the masks over these items' (b, h, i, j)
+            const detail::step_mask<T>& m = masks[i];
+            const std::ptrdiff_t off = masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2];
+            const std::ptrdiff_t item = masks_by_item ? m.stride[0] : sz(n) * m.stride[2];
+            if (m.allow) {
+              steps[i] = {kernels::step_kind::boolean_mask, -std::numeric_limits<T>::infinity()};
+              steps[i].mask = {m.allow + off, item, m.stride[1], m.stride[2], m.stride[3]};
+            } else {
+              steps[i] = {kernels::step_kind::additive_mask, T(0)};
+              steps[i].bias = {m.bias + off, item, m.stride[1], m.stride[2], m.stride[3]};
+            }
+          }
+          detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true, {}, false,
+                                  std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
+        }
+        at += (e - b) * n;
+        b = e;
       }
-      at += (e - b) * n;
-      b = e;
+      assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o), ctx);
+    } catch (...) {
+      for (std::size_t b = 0; b < counts.size(); ++b) cache.truncate(b0 + b, before[b]);
+      throw;
     }
-    assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o), ctx);
     return out;
+  }
+  // A step mask's run-time rules against the step's scores, its strides set: (items, heads, rows, keys) with by_item,
+  // else (heads, rows, keys); keys: the most any item holds after the append.
+  static void check_step_mask(detail::step_mask<T>& m, bool by_item, std::size_t items, std::size_t rows, std::size_t keys) {
+    const std::size_t frame = by_item ? 4 : 3, at = 4 - frame;  // the scores' axes are the last `frame` of the four
+    const std::size_t want[4] = {items, heads, rows, keys};
+    static constexpr const char* rule[4] = {
+        "multi_head_attention::step: a mask's batch axis must be the cache's batch (or 1 in its type)",
+        "multi_head_attention::step: a mask's heads axis must be the module's heads (or 1 in its type)",
+        "multi_head_attention::step: a mask's row axis must be the new rows (all the items' rows with rows per item; or 1 in its type)",
+        "multi_head_attention::step: a mask's key axis must cover every key an item holds after the append (or be 1 in its type)"};
+    static constexpr const char* mask_fact[4] = {"mask_batch", "mask_heads", "mask_rows", "mask_keys"};
+    static constexpr const char* want_fact[4] = {"cache_batch", "heads", "query_rows", "keys"};
+    m.stride = {};
+    std::ptrdiff_t stride = 1;
+    for (std::size_t i = m.rank; i-- > 0;) {
+      const std::size_t a = at + i + frame - m.rank;  // the axis of (item, head, row, key)
+      const std::size_t e = m.dims[i];
+      if (!m.unit[i] && (a == 3 ? e < keys : e != want[a])) detail::throw_extent_error(rule[a], mask_fact[a], e, want_fact[a], want[a]);
+      m.stride[a] = m.unit[i] ? 0 : stride;
+      stride *= static_cast<std::ptrdiff_t>(e);
+    }
   }
 
   // RoPE in step: rows [row0, row0 + n) of q and k, an item's new rows, at positions pos0, pos0 + 1, ... (pos0 the

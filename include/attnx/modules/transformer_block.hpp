@@ -139,13 +139,19 @@ struct transformer_block {
 
   // Decoding: x (B, n, D), the n new tokens of every item, or (n, D) those of item b; cache: this block's.
   // With cross-attention: step(x, cache, nn::cross(memory, masks...)[, b]) or step(x, cache, nn::cross(memory_cache)[, b]).
+  // Whatever throws once the self-attention appended (the feed-forward's allocations, say), the new tokens are taken
+  // out of the cache again.
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
-    return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
+    return undoing_appends(cache, [&] {
+      return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
+    });
   }
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
-    return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
+    return undoing_appends(cache, [&] {
+      return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
+    });
   }
   // (Over a memory given as such, its rules (batch, features, masks) are checked where the cross-attention reads
   // it, after the self-attention appended: a step that throws then takes the new tokens out of the cache again.)
@@ -167,14 +173,18 @@ struct transformer_block {
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, const context& ctx = current_context()) const {
     if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache);  // before the self-attention appends
-    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
-                                                  cached_attend(c, 0, ctx), ctx);
+    return undoing_appends(cache, [&] {
+      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
+                                                    cached_attend(c, 0, ctx), ctx);
+    });
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::size_t b, const context& ctx = current_context()) const {
     if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache, b);
-    return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
-                                                  cached_attend(c, b, ctx), ctx);
+    return undoing_appends(cache, [&] {
+      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
+                                                    cached_attend(c, b, ctx), ctx);
+    });
   }
 
  private:
