@@ -960,48 +960,80 @@ BOOST_AUTO_TEST_CASE(masked_step_rules_and_empty_rows) {
   for (std::size_t c = 0; c < 32; ++c) BOOST_TEST(std::abs(y(1, 0, c) - want[c]) < 1e-12);
 }
 
+namespace {
+// run(cache) made to fail at each of its allocations in turn: it throws std::bad_alloc and every item of the cache
+// keeps its length (lengths: before), including when the failure comes after the append; then it succeeds, the
+// items at `after`, and gives what run(clean) gave (clean: a copy of the cache never failed). Returns the failures.
+template <class Run, class Cache>
+std::size_t fail_in_turn(const Run& run, Cache& cache, Cache& clean, const std::vector<std::size_t>& before,
+                         const std::vector<std::size_t>& after) {
+  const auto want = run(clean);
+  std::size_t failures = 0;
+  for (long k = 0;; ++k) {
+    allocation_hooks::fail_after.store(k);
+    try {
+      const auto got = run(cache);  // (the step's own result: no allocation of the test's in the try)
+      allocation_hooks::fail_after.store(-1);
+      for (std::size_t b = 0; b < after.size(); ++b) BOOST_TEST(cache.length(b) == after[b]);
+      BOOST_TEST(max_err(got, mat(want.data(), want.data() + want.numel())) == 0.0);
+      return failures;
+    } catch (const std::bad_alloc&) {
+      ++failures;
+      for (std::size_t b = 0; b < before.size(); ++b) BOOST_TEST(cache.length(b) == before[b]);
+    }
+  }
+}
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(a_failed_step_appends_nothing) {
   // Every allocation of a step made to fail in turn (the projections, the kernel's buffers, the masks' evaluation,
-  // the output, W_O): the step throws std::bad_alloc and every item keeps its length, including when the failure
-  // comes after the append; then the same step succeeds and equals a step that never failed. Decode (n = 1), the
-  // decode kernel's blocks (n = 7) and the prefill kernel (n = 25), with and without a mask.
+  // the output, W_O; a block's feed-forward): the cache is as before (fail_in_turn). multi_head_attention::step for
+  // the batch (decode n = 1, the decode kernel's blocks n = 7, the prefill kernel n = 25; with and without a mask)
+  // and for one item; transformer_block::step.
   using M = attnx::multi_head_attention<float, 64, 4, attnx::mha_options{.kv_heads = 2, .bias = false}>;
   const model<M> w;
   attnx::context one;
   one.set_threads(1);
+  const mat r0 = naive::random(2 * 5 * 64, 96);
   for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{25}})
     for (const bool masked : {false, true}) {
       attnx::kv_cache<float, 2, 16> cache(2, 64), clean(2, 64);
       attnx::tensor<float, 2, dyn, 64> x0(5), x(n);
-      const mat r0 = naive::random(x0.numel(), 96), r = naive::random(x.numel(), 97);
+      const mat r = naive::random(x.numel(), 97);
       std::copy(r0.begin(), r0.end(), x0.data());
       std::copy(r.begin(), r.end(), x.data());
       (void)w.m.step(x0, cache, one);
       (void)w.m.step(x0, clean, one);
       attnx::tensor<bool, 2, 4, dyn, 64> block(n);  // (B, heads, n, keys): key 1 blocked (evaluated: allowed(!block))
       for (std::size_t i = 0; i < block.numel(); ++i) block.data()[i] = i % 64 == 1;
-      const auto run = [&](auto& c) {  // (the step's own result: no allocation of the test's after it)
+      const auto run = [&](auto& c) {
         if (masked) return w.m.step(x, c, attnx::blocked(block), one);
         return w.m.step(x, c, one);
       };
-      const auto want = run(clean);
-      std::size_t failures = 0;
-      for (long k = 0;; ++k) {
-        allocation_hooks::fail_after.store(k);
-        try {
-          const auto got = run(cache);
-          allocation_hooks::fail_after.store(-1);
-          BOOST_TEST(cache.length(0) == 5 + n);
-          BOOST_TEST(cache.length(1) == 5 + n);
-          BOOST_TEST(max_err(got, mat(want.data(), want.data() + want.numel())) == 0.0);
-          break;
-        } catch (const std::bad_alloc&) {
-          ++failures;
-          BOOST_TEST(cache.length(0) == 5u);
-          BOOST_TEST(cache.length(1) == 5u);
-        }
-      }
+      const std::size_t failures = fail_in_turn(run, cache, clean, {5, 5}, {5 + n, 5 + n});
       BOOST_TEST_MESSAGE("step of " << n << (masked ? " rows with a mask: " : " rows: ") << failures << " allocations failed in turn");
       BOOST_TEST(failures >= 5u);
     }
+  {  // one item
+    attnx::kv_cache<float, 2, 16> cache(2, 64), clean(2, 64);
+    attnx::tensor<float, dyn, 64> x(3);
+    const mat r = naive::random(x.numel(), 98);
+    std::copy(r.begin(), r.end(), x.data());
+    const auto run = [&](auto& c) { return w.m.step(x, c, 1, one); };
+    BOOST_TEST(fail_in_turn(run, cache, clean, {0, 0}, {0, 3}) >= 5u);
+  }
+  {  // a transformer block (its default weights: what matters here is that the feed-forward allocates after the
+     // self-attention appended)
+    const attnx::nn::transformer_block<float, 64, 4, 128, attnx::nn::activation::gelu, attnx::nn::norm_position::pre,
+                                       attnx::mha_options{.kv_heads = 2}>
+        blk;
+    attnx::kv_cache<float, 2, 16> cache(2, 64), clean(2, 64);
+    attnx::tensor<float, 2, dyn, 64> x(4);
+    const mat r = naive::random(x.numel(), 100);
+    std::copy(r.begin(), r.end(), x.data());
+    const auto run = [&](auto& c) { return blk.step(x, c, one); };
+    const std::size_t failures = fail_in_turn(run, cache, clean, {0, 0}, {4, 4});
+    BOOST_TEST_MESSAGE("transformer_block::step: " << failures << " allocations failed in turn");
+    BOOST_TEST(failures >= 8u);
+  }
 }
