@@ -8,9 +8,11 @@
 //   cache.length(b); cache.reset(); cache.reset(b); cache.truncate(b, n);
 //   cache.reserve(capacity); cache.copy_item(src, dst); cache.reorder(beams);   // grow; fork; beam search
 //   cache.append(k, v);                   // k (B, n, kv_heads * d_k), v (B, n, kv_heads * d_v): by hand
+//   cache.append(k, v, n); cache.append(b, k, v, n);   // raw memory: n tokens of every item, or of item b
 //   attnx::attend(q, cache[, scale][, ctx])  // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
 //   attnx::partial_attention(q, cache[, attnx::cache_keys::all][, scale])  // the same as a state (state.hpp)
 //   auto yr = mha.step(rows, cache, counts);   // rows (N, d_model): counts[b] new rows of item b in turn
+//   auto ym = mha.step(x_t, cache, attnx::blocked(pad), attnx::additive(bias));  // masks over (B, heads, n, keys)
 //
 // Layout: (batch, kv_heads, capacity, d) for K and for V, so that the keys of one (item, KV head) are
 // contiguous rows, as the kernels read them. Each batch item has its own length (<= capacity). The
