@@ -654,6 +654,30 @@ BOOST_AUTO_TEST_CASE(grow_fork_reorder_and_raw_rows) {
   BOOST_CHECK_EXCEPTION(c.reorder(two), attnx::extent_error, says({"kv_cache: reorder: one source item per batch item: sources 2, batch 3"}));
   BOOST_CHECK_EXCEPTION(c.reorder(past), std::out_of_range, says({"batch item 3 of a cache of 3"}));
   BOOST_TEST(c.length(2) == 4u);  // a refused reorder changes nothing
+  {  // beams forked from survivors (item 0 <- 2, items 1 and 2 keep theirs): in place, the same result
+    cache_t f = c;
+    const std::size_t forks[3] = {2, 1, 2};
+    f.reorder(forks);
+    BOOST_TEST(f.length(0) == 4u);
+    BOOST_TEST(f.length(1) == 1u);
+    BOOST_TEST(f.length(2) == 4u);
+    BOOST_TEST(f.key(0, 1, 3, 1) == key_of(0, 3, 1, 1));
+    BOOST_TEST(f.value(0, 0, 2, 3) == -key_of(0, 2, 0, 3));
+    BOOST_TEST(f.key(1, 0, 0, 0) == key_of(1, 0, 0, 0));
+    // another cache's item: into item 1 of a cache of capacity 4; one of 3 is too small for it
+    cache_t g(2, 4), small(1, 3);
+    g.copy_item(f, 0, 1);
+    BOOST_TEST(g.length(0) == 0u);
+    BOOST_TEST(g.length(1) == 4u);
+    BOOST_TEST(g.key(1, 1, 3, 1) == key_of(0, 3, 1, 1));
+    BOOST_CHECK_EXCEPTION(small.copy_item(f, 0, 0), std::length_error,
+                          says({"kv_cache: copy_item: batch item 0 holds 4 tokens, more than the capacity 3"}));
+    BOOST_TEST(small.length(0) == 0u);
+    BOOST_CHECK_THROW(g.copy_item(f, 3, 0), std::out_of_range);
+    small.copy_item(f, 1, 0);
+    BOOST_TEST(small.length(0) == 1u);
+    BOOST_TEST(small.value(0, 1, 0, 2) == -key_of(1, 0, 1, 2));
+  }
   // the stored rows as stored: save item 2 and restore it into another cache, bit for bit
   const auto kr = c.key_rows(2, 1), vr = c.value_rows(2, 1);
   BOOST_TEST(kr.size() == 4 * d);

@@ -113,12 +113,33 @@ class kv_cache {
     item(dst);
     if (src != dst) copy_rows(*this, src, dst);
   }
+  // Item dst takes item src of another cache of this type (a prompt prefilled in a cache of its own moved into
+  // a slot of the decoding batch, a saved sequence restored). Its tokens must fit this cache's capacity
+  // (std::length_error, nothing changed).
+  void copy_item(const kv_cache& from, std::size_t src, std::size_t dst) {
+    if (&from == this) return copy_item(src, dst);
+    from.item(src);
+    item(dst);
+    if (from.len_[src] > cap_)
+      throw std::length_error("attnx: kv_cache: copy_item: batch item " + std::to_string(src) + " holds " +
+                              std::to_string(from.len_[src]) + " tokens, more than the capacity " + std::to_string(cap_));
+    copy_rows(from, src, dst);
+  }
   // Item b takes what item from[b] holds, for every b at once (beam search: the surviving beams' caches;
-  // an item may be taken several times or not at all). from has one entry per item.
+  // an item may be taken several times or not at all). from has one entry per item. When every item taken by
+  // another keeps its own (from[from[b]] == from[b]: beams forked from survivors), only the items that change
+  // are copied, in place; otherwise the whole cache is copied once into a new buffer.
   void reorder(std::span<const std::size_t> from) {
     if (from.size() != batch_)
       detail::throw_extent_error("kv_cache: reorder: one source item per batch item", "sources", from.size(), "batch", batch_);
     for (const std::size_t b : from) item(b);
+    bool in_place = true;
+    for (std::size_t b = 0; b < batch_; ++b) in_place = in_place && (from[b] == b || from[from[b]] == from[b]);
+    if (in_place) {
+      for (std::size_t b = 0; b < batch_; ++b)
+        if (from[b] != b) copy_rows(*this, from[b], b);
+      return;
+    }
     kv_cache out(batch_, cap_, uninitialized);
     for (std::size_t b = 0; b < batch_; ++b) out.copy_rows(*this, from[b], b);
     *this = std::move(out);
@@ -226,7 +247,7 @@ class kv_cache {
                               " tokens do not fit in memory");
     return capacity;
   }
-  // Item src of c (this cache or another of the same capacity or less) into item dst: its rows and length.
+  // Item src of c (this cache or another whose item fits this capacity) into item dst: its rows and length.
   void copy_rows(const kv_cache& c, std::size_t src, std::size_t dst) {
     const std::size_t n = c.len_[src];
     for (std::size_t g = 0; g < KvHeads; ++g) {
