@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "allocation_hooks.hpp"  // allocation failures on demand (a_failed_step_leaves_the_state)
+
 // A small GPT-2 (examples/data/gpt2_tiny.safetensors, written by scripts/gpt2_reference.py with PyTorch 1.13:
 // random weights under Hugging Face's names, and PyTorch's logits computed in float64 from the stored float32
 // weights). attnx runs it in float: the logits of the prompt (prefill) and of 32 greedy steps (the KV cache)
@@ -109,4 +111,34 @@ BOOST_AUTO_TEST_CASE(chunks_and_limits) {
     for (std::size_t j = 0; j < 512; ++j)
       worst_again = std::max(worst_again, double(std::abs(again.data()[(i - 6) * 512 + j] - whole.data()[i * 512 + j])));
   BOOST_TEST(worst_again <= 1e-4);
+}
+
+// Each allocation of a step made to fail in turn (embedding, every layer's projections, kernel, feed-forward, the
+// logits): the step throws std::bad_alloc and the state is as before (its length and every layer's cache); then the
+// step succeeds with the logits of a step that never failed.
+BOOST_AUTO_TEST_CASE(a_failed_step_leaves_the_state) {
+  const attnx::safetensors::file f(data);
+  const auto m = attnx::models::load_gpt2<model>(f);
+  const std::vector<std::int32_t> prompt{17, 301, 5, 88}, next{450, 2};
+  model::state s, clean;
+  (void)m->step(prompt, s);
+  (void)m->step(prompt, clean);
+  const auto want = m->step(next, clean);
+  std::size_t failures = 0;
+  for (long k = 0;; ++k) {
+    allocation_hooks::fail_after.store(k);
+    try {
+      const auto got = m->step(next, s);
+      allocation_hooks::fail_after.store(-1);
+      BOOST_TEST(s.length == 6u);
+      BOOST_TEST(std::equal(got.data(), got.data() + got.numel(), want.data(), want.data() + want.numel()));
+      break;
+    } catch (const std::bad_alloc&) {
+      ++failures;
+      BOOST_TEST(s.length == 4u);
+      for (const auto& c : s.caches) BOOST_TEST(c.length(0) == 4u);
+    }
+  }
+  BOOST_TEST_MESSAGE("gpt2::step: " << failures << " allocations failed in turn");
+  BOOST_TEST(failures >= 20u);
 }

@@ -848,20 +848,36 @@ void check_masked_steps(std::size_t B, std::size_t L, std::size_t chunk, bool wi
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(steps_with_masks) {
-  // Token by token (the decode kernel's one-row and several-row loops: GQA groups of 2 and 4 rows), in chunks of 7
-  // (the decode kernel's blocks) and of 25 (the prefill kernel over the cache); masks as wide as the capacity or
-  // as the keys; double, float, bf16 and f16 storage.
+  // Token by token (GQA groups of 1, 2 and 4 rows), in chunks of 7 (the decode kernel's blocks) and of 25 (the
+  // prefill kernel over the cache); masks as wide as the capacity or as the keys; double, float, bf16 and f16
+  // storage. Then at d 64 and 128, where the decode kernel's own loops run (one_row; few_rows and four_rows for two
+  // to four rows; on AVX-512 and AVX2), under each CPU family's tuning (kernels::detail::decode_tuning).
   check_masked_steps<double, 32, 4, 2>(2, 37, 1, true, 1e-12);
   check_masked_steps<double, 32, 4, 1>(2, 37, 1, false, 1e-12);
   check_masked_steps<double, 32, 4, 2>(2, 50, 7, false, 1e-12);
   check_masked_steps<double, 32, 4, 2>(2, 60, 25, true, 1e-12);
   check_masked_steps<float, 64, 4, 4>(2, 40, 1, true, 2e-5);
   check_masked_steps<float, 64, 4, 1>(2, 40, 1, false, 2e-5);
-  check_masked_steps<float, 512, 4, 1>(1, 24, 1, true, 2e-5);  // d 128: the tuned loops (four rows of one KV head)
-  check_masked_steps<float, 512, 4, 4>(1, 24, 3, true, 2e-5);  // d 128, three rows per head
   check_masked_steps<float, 64, 4, 2>(2, 70, 30, false, 2e-5);
   check_masked_steps<float, 64, 4, 2, attnx::bf16>(2, 40, 1, true, 4e-3);
   check_masked_steps<float, 64, 4, 2, attnx::f16>(2, 40, 7, false, 5e-4);
+  namespace kd = attnx::kernels::detail;
+  for (const int family : kd::decode_families) {
+    BOOST_TEST_MESSAGE("decode tuning of CPU family " << family);
+    kd::decode_tuning().store(family);
+    check_masked_steps<float, 256, 4, 4>(1, 24, 1, true, 2e-5);    // d 64, one row per KV head
+    check_masked_steps<float, 512, 4, 4>(1, 24, 1, false, 2e-5);   // d 128, one row
+    check_masked_steps<float, 512, 4, 2>(1, 24, 1, true, 2e-5);    // two rows
+    check_masked_steps<float, 384, 3, 1>(1, 24, 1, true, 2e-5);    // three rows
+    check_masked_steps<float, 512, 4, 1>(1, 24, 1, true, 2e-5);    // four rows
+    check_masked_steps<float, 512, 4, 4>(1, 24, 3, true, 2e-5);    // three rows (chunks of 3)
+    check_masked_steps<float, 512, 4, 4, attnx::bf16>(1, 24, 1, true, 4e-3);  // 16-bit: one row
+    check_masked_steps<float, 512, 4, 1, attnx::bf16>(1, 24, 1, false, 4e-3);  // four rows
+    check_masked_steps<float, 512, 4, 1, attnx::f16>(1, 24, 1, true, 5e-4);
+    check_masked_steps<float, 384, 3, 1, attnx::f16>(1, 24, 1, true, 5e-4);
+    check_masked_steps<float, 512, 4, 2, attnx::bf16>(1, 40, 25, true, 4e-3);  // prefill over a 16-bit cache
+  }
+  kd::decode_tuning().store(-1);
 }
 
 BOOST_AUTO_TEST_CASE(masked_step_by_item_and_rows_per_item) {

@@ -209,6 +209,10 @@ inline constexpr bool is_context_arg = std::is_same_v<std::remove_cvref_t<A>, co
 template <class A>
 concept step_mask_arg = !std::is_integral_v<std::remove_cvref_t<A>> &&
                         !std::is_convertible_v<const A&, std::span<const std::size_t>> && !is_context_arg<A>;
+// The extra arguments of a step with masks: the first as above, or a context followed by more (a context not
+// last: step's rule on its arguments says so).
+template <class A0, class... A>
+inline constexpr bool step_masked_args = step_mask_arg<A0> || (is_context_arg<A0> && sizeof...(A) > 0);
 // A step mask digested: its dense data (allow: true = attend, for allowed(m); blocked(m) arrives as allowed(!m);
 // or bias), its extents, and (set by multi_head_attention::step's run-time rules) its strides over the step's
 // (item, head, row, key), 0 where it broadcasts.
@@ -490,8 +494,8 @@ class multi_head_attention {
   // blocked key or a bias of -inf gets weight 0, and a row left with no key gives 0 (as the forward pass). ALiBi and
   // other relative biases, padding inside the cache, sliding windows, tree masks of speculative decoding. At most
   // six masks. Nothing is appended when a rule fails.
-  template <expression X, class Cache, detail::step_mask_arg A0, class... A>
-    requires is_kv_cache_v<Cache>
+  template <expression X, class Cache, class A0, class... A>
+    requires is_kv_cache_v<Cache> && detail::step_masked_args<A0, A...>
   auto step(const X& x, Cache& cache, const A0& a0, const A&... a) const {
     constexpr bool step_rank_ok = shape_of_t<X>::rank == 3;
     static_assert(step_rank_ok, "attnx: multi_head_attention::step: x must be (B, n, d_model) (or (n, d_model) with a batch item)");
@@ -501,8 +505,8 @@ class multi_head_attention {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
     }
   }
-  template <expression X, class Cache, detail::step_mask_arg A0, class... A>
-    requires is_kv_cache_v<Cache>
+  template <expression X, class Cache, class A0, class... A>
+    requires is_kv_cache_v<Cache> && detail::step_masked_args<A0, A...>
   auto step(const X& x, Cache& cache, std::size_t b, const A0& a0, const A&... a) const {
     constexpr bool step_rank_ok = shape_of_t<X>::rank == 2;
     static_assert(step_rank_ok, "attnx: multi_head_attention::step: with a batch item, x must be (n, d_model)");
@@ -512,8 +516,8 @@ class multi_head_attention {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
     }
   }
-  template <expression X, class Cache, detail::step_mask_arg A0, class... A>
-    requires is_kv_cache_v<Cache>
+  template <expression X, class Cache, class A0, class... A>
+    requires is_kv_cache_v<Cache> && detail::step_masked_args<A0, A...>
   auto step(const X& x, Cache& cache, std::span<const std::size_t> rows, const A0& a0, const A&... a) const {
     constexpr bool step_rank_ok = shape_of_t<X>::rank == 2;
     static_assert(step_rank_ok, "attnx: multi_head_attention::step: with rows per item, x must be (N, d_model)");
