@@ -28,6 +28,7 @@
 //   any_abs_above(x, t)     whether any lane has |x| > t
 //   any_above(x, t)         whether any lane has x > t (NaN lanes are not)
 //   below_or(x, lim, j, f)  x in the lanes where j < lim, f elsewhere
+//   where_flags(p, x, f)    x in the lanes whose flag p[lane] (W bools in a row) is true, f elsewhere
 //
 // The vector specialisations live in simd/vec_avx2.hpp and simd/vec_avx512.hpp, each compiled for its
 // instruction set (simd/target.hpp); code that uses them must itself be compiled for that set.
@@ -90,6 +91,7 @@ struct vec<T, scalar_t> {
   static bool any_abs_above(reg x, T t) { return (x < 0 ? -x : x) > t; }
   static bool any_above(reg x, T t) { return x > t; }
   static reg below_or(reg x, reg lim, T j, reg f) { return j < lim ? x : f; }
+  static reg where_flags(const bool* p, reg x, reg f) { return *p ? x : f; }
 
  private:
   static T pow2(int e) {  // 2^e for e in the normal exponent range

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "attnx/simd/isa.hpp"
@@ -92,6 +93,10 @@ struct vec<float, avx2_t> {
   static reg below_or(reg x, reg lim, float j, reg f) {
     return _mm256_blendv_ps(f, x, _mm256_cmp_ps(_mm256_set1_ps(j), lim, _CMP_LT_OQ));
   }
+  static reg where_flags(const bool* p, reg x, reg f) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_blendv_ps(f, x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(b, _mm256_setzero_si256())));
+  }
 };
 
 template <>
@@ -157,6 +162,12 @@ struct vec<double, avx2_t> {
   static bool any_above(reg x, double t) { return _mm256_movemask_pd(_mm256_cmp_pd(x, _mm256_set1_pd(t), _CMP_GT_OQ)) != 0; }
   static reg below_or(reg x, reg lim, double j, reg f) {
     return _mm256_blendv_pd(f, x, _mm256_cmp_pd(_mm256_set1_pd(j), lim, _CMP_LT_OQ));
+  }
+  static reg where_flags(const bool* p, reg x, reg f) {
+    std::int32_t four;
+    std::memcpy(&four, p, 4);
+    const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(four));
+    return _mm256_blendv_pd(f, x, _mm256_castsi256_pd(_mm256_cmpgt_epi64(b, _mm256_setzero_si256())));
   }
 };
 

@@ -132,6 +132,10 @@ struct vec<float, avx512_t> {
   static reg below_or(reg x, reg lim, float j, reg f) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_set1_ps(j), lim, _CMP_LT_OQ), f, x);
   }
+  static reg where_flags(const bool* p, reg x, reg f) {
+    const __m512i b = _mm512_maskz_cvtepu8_epi32(all, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(b, b), f, x);
+  }
 };
 
 template <>
@@ -199,6 +203,10 @@ struct vec<double, avx512_t> {
   static bool any_above(reg x, double t) { return _mm512_cmp_pd_mask(x, _mm512_set1_pd(t), _CMP_GT_OQ) != 0; }
   static reg below_or(reg x, reg lim, double j, reg f) {
     return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(_mm512_set1_pd(j), lim, _CMP_LT_OQ), f, x);
+  }
+  static reg where_flags(const bool* p, reg x, reg f) {
+    const __m512i b = _mm512_maskz_cvtepu8_epi64(all, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_mask_blend_pd(_mm512_test_epi64_mask(b, b), f, x);
   }
 };
 
