@@ -92,7 +92,7 @@ struct score_plan {
   bool any_skippable = false;
   T skip_final = -std::numeric_limits<T>::infinity();  // -inf: hard skipping; finite: soft
   std::ptrdiff_t poison = -1;                          // the additive step scanned in the skipped part
-  bool elementwise = false;                            // boolean or additive steps
+  bool programmed = false;  // a step after the folded factor other than limits (masks, biases, factors)
 };
 
 template <class T>
@@ -110,13 +110,13 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
         st.value = r;
       }
     }
-    if (st.kind == step_kind::boolean_mask || st.kind == step_kind::additive_mask) plan.elementwise = true;
     if (is_limit(st.kind)) plan.limits[plan.n_limits++] = s;
   }
   if (plan.n > 0 && plan.steps[0].kind == step_kind::multiply) {
     plan.folded = plan.steps[0].value;
     plan.first = 1;
   }
+  for (std::size_t s = plan.first; s < plan.n; ++s) plan.programmed = plan.programmed || !is_limit(plan.steps[s].kind);
   plan.fast = plan.folded > T(0) && math::rt::isnormal(plan.folded) &&
               alg::all_of(plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.first),
                           plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.n),

@@ -30,6 +30,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "attnx/util/algorithm.hpp"
 #include "attnx/eval/assign.hpp"
@@ -325,6 +326,20 @@ template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>
 inline constexpr bool is_kv_cache_v<kv_cache<T, G, Dk, Dv, S>> = true;
 
 namespace detail {
+// f(), and if it throws, every item of the cache cut back to its length before (a step whose work after its append
+// fails: multi_head_attention::step, transformer_block::step).
+template <class Cache, class F>
+auto undoing_appends(Cache& cache, const F& f) {
+  const std::span<const std::size_t> now = cache.lengths();
+  const std::vector<std::size_t> before(now.begin(), now.end());
+  try {
+    return f();
+  } catch (...) {
+    for (std::size_t b = 0; b < before.size(); ++b)
+      if (cache.length(b) > before[b]) cache.truncate(b, before[b]);
+    throw;
+  }
+}
 // Attention of n new query rows per item over the cache, causal within each item's own length (the
 // queries are each item's last n tokens): q and out as strided stacks (b, h, i), items [b0, b0 + batch).
 // causal_order = false: every query row sees every key its item holds (a cross-attention memory).

@@ -796,7 +796,7 @@ class multi_head_attention {
   // features each; dims: the result's, x's). Projects them (one GEMM per weight for all the rows), rotates them
   // (RoPE, at each item's own positions), appends K and V, attends causally over each item's cache (a run of items
   // with one count in one kernel call) and applies W_O. Every rule before the first append; if anything throws
-  // after it (an allocation), the items are cut back to their lengths before. masks: step's masks (digested, their
+  // after it (an allocation), the items are cut back to their lengths before (detail::undoing_appends). masks: step's masks (digested, their
   // strides set here), over (item, head, row, key) with masks_by_item (x (B, n, d_model)), else over (head, row,
   // key) with the rows of all the items one after another.
   template <class SX, class Cache>
@@ -810,8 +810,6 @@ class multi_head_attention {
     }
     for (detail::step_mask<T>& m : masks)
       check_step_mask(m, masks_by_item, counts.size(), masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys);
-    attnx::storage<std::size_t, dyn> before(uninitialized, counts.size());
-    for (std::size_t b = 0; b < counts.size(); ++b) before[b] = cache.length(b0 + b);
     const rows_view xr(x, N);
     tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
@@ -820,9 +818,9 @@ class multi_head_attention {
     basic_tensor<T, output_placeholder<SX>> out(dims, uninitialized);
     if constexpr (Opt.rope != rope_style::none)
       for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b) rotate_rows(q, k, at, cache.length(b0 + b), counts[b]);
-    for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
-      cache.append(b0 + b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, counts[b]);
-    try {
+    detail::undoing_appends(cache, [&] {
+      for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
+        cache.append(b0 + b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, counts[b]);
       const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
       std::array<kernels::score_step<T>, kernels::max_score_steps> steps{};
       for (std::size_t b = 0, at = 0; b < counts.size();) {
@@ -851,10 +849,7 @@ class multi_head_attention {
         b = e;
       }
       assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o), ctx);
-    } catch (...) {
-      for (std::size_t b = 0; b < counts.size(); ++b) cache.truncate(b0 + b, before[b]);
-      throw;
-    }
+    });
     return out;
   }
   // A step mask's run-time rules against the step's scores, its strides set: (items, heads, rows, keys) with by_item,

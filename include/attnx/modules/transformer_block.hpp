@@ -143,13 +143,13 @@ struct transformer_block {
   // out of the cache again.
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
-    return undoing_appends(cache, [&] {
+    return attnx::detail::undoing_appends(cache, [&] {
       return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
     });
   }
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
-    return undoing_appends(cache, [&] {
+    return attnx::detail::undoing_appends(cache, [&] {
       return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
     });
   }
@@ -157,7 +157,7 @@ struct transformer_block {
   // it, after the self-attention appended: a step that throws then takes the new tokens out of the cache again.)
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, const context& ctx = current_context()) const {
-    return undoing_appends(cache, [&] {
+    return attnx::detail::undoing_appends(cache, [&] {
       return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
                                                     memory_attend(c), ctx);
     });
@@ -165,7 +165,7 @@ struct transformer_block {
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, std::size_t b,
             const context& ctx = current_context()) const {
-    return undoing_appends(cache, [&] {
+    return attnx::detail::undoing_appends(cache, [&] {
       return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
                                                     memory_attend(c), ctx);
     });
@@ -173,7 +173,7 @@ struct transformer_block {
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, const context& ctx = current_context()) const {
     if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache);  // before the self-attention appends
-    return undoing_appends(cache, [&] {
+    return attnx::detail::undoing_appends(cache, [&] {
       return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
                                                     cached_attend(c, 0, ctx), ctx);
     });
@@ -181,7 +181,7 @@ struct transformer_block {
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::size_t b, const context& ctx = current_context()) const {
     if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache, b);
-    return undoing_appends(cache, [&] {
+    return attnx::detail::undoing_appends(cache, [&] {
       return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
                                                     cached_attend(c, b, ctx), ctx);
     });
@@ -267,19 +267,6 @@ struct transformer_block {
     }
     cross_attn.check_memory_input(h, *c.cache);
     sublayers(h, [&](const auto& a) { return attn(a, masks...); }, cached_attend(c, 0, current_context()));
-  }
-  // f(), and if it throws, every item of the cache cut back to its length before.
-  template <class Cache, class F>
-  static auto undoing_appends(Cache& cache, const F& f) {
-    const std::span<const std::size_t> now = cache.lengths();
-    const std::vector<std::size_t> before(now.begin(), now.end());
-    try {
-      return f();
-    } catch (...) {
-      for (std::size_t b = 0; b < before.size(); ++b)
-        if (cache.length(b) > before[b]) cache.truncate(b, before[b]);
-      throw;
-    }
   }
   template <bool CrossOk, class X, class Attend, class CrossAttend>
   auto step_impl(const X& x, const Attend& attend, const CrossAttend& cross_attend, const context& ctx) const {
