@@ -629,9 +629,9 @@ BOOST_AUTO_TEST_CASE(special_values_two_rows_per_kv_head) {
   special_values_one_row<double>(128, 128, 2);
 }
 
-// Two to four rows per KV head (L_q 2-4, or a GQA group x L_q): under AVX-512 in float with d 64 / 128 the
-// few_rows path (every row's dots in one pass over the keys; with d_v 128 the outputs of row 3 of four kept in L1),
-// the blocks elsewhere. The scores grow along the keys (q = e_0, k_j0 = 0.05 j): each row's maximum rises at every
+// Two to four rows per KV head (L_q 2-4, or a GQA group x L_q), and five to eight fp32 rows at d 128 (as eight):
+// under AVX-512 in float with d 64 / 128 the few_rows path (every row's dots in one pass over the keys; with d_v
+// 128 the outputs of row 3 of four kept in L1), the blocks elsewhere. The scores grow along the keys (q = e_0, k_j0 = 0.05 j): each row's maximum rises at every
 // key, so its output is rescaled at every group of keys, and its last visible keys carry most of its weight, so
 // that a key too many or too few for any row shows. Causal bottom-right gives each row its own last key.
 template <class T>
@@ -687,6 +687,12 @@ BOOST_AUTO_TEST_CASE(few_rows_per_kv_head) {
   BOOST_TEST_CONTEXT("GQA 2 x Lq 2, d 128") { few_rows_values<float>(4, 2, 128, 128); }
   BOOST_TEST_CONTEXT("GQA 4 x Lq 1, d 128 / 64") { few_rows_values<float>(2, 1, 128, 64); }
   BOOST_TEST_CONTEXT("GQA 3 x Lq 1, d 128") { few_rows_values<float>(2, 1, 128, 128, 6); }
+  // Five to eight rows at d 128: few_rows as eight rows (padding rows beyond the item's); blocks at d 64.
+  for (std::size_t lq : {5u, 7u, 8u}) BOOST_TEST_CONTEXT("Lq=" << lq << " d 128") { few_rows_values<float>(8, lq, 128, 128); }
+  BOOST_TEST_CONTEXT("GQA 8 x Lq 1, d 128") { few_rows_values<float>(1, 1, 128, 128); }
+  BOOST_TEST_CONTEXT("GQA 4 x Lq 2, d 128") { few_rows_values<float>(2, 2, 128, 128); }
+  BOOST_TEST_CONTEXT("GQA 3 x Lq 2, d 128") { few_rows_values<float>(2, 2, 128, 128, 6); }
+  BOOST_TEST_CONTEXT("Lq=8 d 64 (blocks)") { few_rows_values<float>(8, 8, 64, 64); }
   BOOST_TEST_CONTEXT("double, Lq 4") { few_rows_values<double>(8, 4, 64, 64); }
 }
 BOOST_AUTO_TEST_CASE(few_rows_special_values) {
@@ -694,6 +700,8 @@ BOOST_AUTO_TEST_CASE(few_rows_special_values) {
   special_values_one_row<float>(128, 128, 4);
   special_values_one_row<float>(128, 128, 3);
   special_values_one_row<float>(64, 128, 4);
+  special_values_one_row<float>(128, 128, 8);
+  special_values_one_row<float>(128, 128, 5);
 }
 // The same with K and V stored as bf16 / f16: two rows take few_rows, three and four four_rows (AVX-512, keys four at a
 // time; three rows at d 128 as three, elsewhere as four with a padding row; few_rows on AMD Zen 5: every tuning's loop
@@ -707,6 +715,8 @@ void few_rows_stored() {
   BOOST_TEST_CONTEXT(name << " Lq=4 d 64") { few_rows_values<float>(8, 4, 64, 64); }
   BOOST_TEST_CONTEXT(name << " GQA 4 x Lq 1, d 128 / 64") { few_rows_values<float>(2, 1, 128, 64); }
   BOOST_TEST_CONTEXT(name << " GQA 3 x Lq 1, d 128") { few_rows_values<float>(2, 1, 128, 128, 6); }
+  for (std::size_t lq : {6u, 8u}) BOOST_TEST_CONTEXT(name << " Lq=" << lq << " d 128") { few_rows_values<float>(8, lq, 128, 128); }
+  BOOST_TEST_CONTEXT(name << " GQA 8 x Lq 1, d 128") { few_rows_values<float>(1, 1, 128, 128); }
 }
 BOOST_AUTO_TEST_CASE(few_rows_bf16) { few_rows_stored<ak::kv_storage::bf16>(); }
 BOOST_AUTO_TEST_CASE(few_rows_f16) { few_rows_stored<ak::kv_storage::f16>(); }
@@ -717,6 +727,7 @@ BOOST_AUTO_TEST_CASE(few_rows_16bit_special_values) {
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=4") { special_values_one_row<float>(128, 128, 4); }
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=3, d_k 64") { special_values_one_row<float>(64, 128, 3); }
     BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=3, d 128") { special_values_one_row<float>(128, 128, 3); }
+    BOOST_TEST_CONTEXT((kv == ak::kv_storage::bf16 ? "bf16" : "f16") << " Lq=7, d 128") { special_values_one_row<float>(128, 128, 7); }
   }
 }
 
@@ -838,7 +849,7 @@ void check_runs(const shape& s, ak::kv_storage kind, std::uint32_t seed, const p
 // and 4 chunks (24-25 chunks of 512 keys per head, one head; enough work for three threads): the runs differ,
 // the bits must not, and all agree with the reference. L_k: whole chunks (a boundary at the last key), a
 // short group just past a boundary, a short last chunk; one row (one_row), 2-4 rows (few_rows), 6 rows
-// (blocks); GQA; key lengths that end one batch item 13 chunks before the other; bf16 keys and values; double.
+// (few_rows as eight at d 128), 12 rows (blocks); GQA; key lengths that end one batch item 13 chunks before the other; bf16 keys and values; double.
 BOOST_AUTO_TEST_CASE(chunk_runs_give_the_same_bits) {
   using I = instance<float>;
   using P = ak::attention_problem<float>;
@@ -848,7 +859,8 @@ BOOST_AUTO_TEST_CASE(chunk_runs_give_the_same_bits) {
   };
   const auto plain = [](I&, P& p) { p.multiply(0.1f).causal(causal_kind::bottom_right); };
   for (std::size_t lk : {12288u, 12293u, 12600u})
-    for (std::size_t lq : {1u, 2u, 4u, 6u}) runs({1, 1, 1, lq, lk, 128, 128, 0}, ak::kv_storage::same, plain);
+    for (std::size_t lq : {1u, 2u, 4u, 6u, 12u}) runs({1, 1, 1, lq, lk, 128, 128, 0}, ak::kv_storage::same, plain);
+  runs({1, 1, 1, 8, 12293, 128, 128, 0}, ak::kv_storage::bf16, plain);
   runs({1, 4, 1, 1, 12293, 64, 64, 0}, ak::kv_storage::same, plain);  // GQA: four heads share one pass
   runs({1, 1, 1, 1, 12293, 128, 128, 0}, ak::kv_storage::bf16, plain);
   runs({1, 2, 1, 2, 12293, 128, 64, 0}, ak::kv_storage::bf16, plain);
