@@ -386,9 +386,10 @@ BOOST_AUTO_TEST_CASE(cache_moves_and_checked_accessors) {
 }
 
 namespace {
-// Plain double loops: the attention of one query row over the given keys (rows of d), scale s: out and lse.
+// Plain double loops: the attention of one query row over the given keys (rows of d), scale s, plus bias[j] when
+// given: out and lse.
 void one_row(const double* q, const std::vector<const double*>& keys, const std::vector<const double*>& values, std::size_t d,
-             double s, double* out, double& lse) {
+             double s, double* out, double& lse, const std::vector<double>& bias = {}) {
   if (keys.empty()) {
     std::fill_n(out, d, 0.0);
     lse = -std::numeric_limits<double>::infinity();
@@ -399,7 +400,7 @@ void one_row(const double* q, const std::vector<const double*>& keys, const std:
   for (std::size_t j = 0; j < keys.size(); ++j) {
     double dot = 0;
     for (std::size_t c = 0; c < d; ++c) dot += q[c] * keys[j][c];
-    sc[j] = dot * s;
+    sc[j] = dot * s + (bias.empty() ? 0.0 : bias[j]);
     mx = std::max(mx, sc[j]);
   }
   double l = 0;
@@ -520,6 +521,121 @@ BOOST_AUTO_TEST_CASE(states_over_caches) {
   BOOST_TEST(se.out(0, 0, 0, 0) == 0.0);
   const auto me = attnx::merge(se, ss);  // adds nothing
   BOOST_TEST(std::memcmp(me.out.data(), ss.out.data(), sizeof(double) * ss.out.numel()) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(masked_attention_over_caches) {
+  // attend / partial_attention with masks over (B, heads, n, keys), the key axis indexing cache positions: an
+  // allowed mask per item and row (capacity wide, one row with no key allowed), a blocked mask of rank 2 (rows,
+  // keys: broadcast over items and heads), a bias per head (as wide as the longest item); with the cache's causal
+  // order (causal_rows) and over every key held (all); merged states of a prefix and a suffix under masks equal the
+  // masked attention over both.
+  constexpr std::size_t B = 2, H = 4, G = 2, d = 8, n = 2, cap = 16;
+  const std::size_t lp[B] = {7, 3}, ls[B] = {5, 6};
+  attnx::kv_cache<double, G, d> prefix(B, cap), suffix(B, cap);
+  mat pk[B], pv[B], sk[B], sv[B];
+  for (std::size_t b = 0; b < B; ++b) {
+    pk[b] = naive::random(lp[b] * G * d, 170 + unsigned(b), -2, 2);
+    pv[b] = naive::random(lp[b] * G * d, 172 + unsigned(b));
+    sk[b] = naive::random(ls[b] * G * d, 174 + unsigned(b), -2, 2);
+    sv[b] = naive::random(ls[b] * G * d, 176 + unsigned(b));
+    prefix.append(b, pk[b].data(), pv[b].data(), lp[b]);
+    suffix.append(b, sk[b].data(), sv[b].data(), ls[b]);
+  }
+  const mat q = naive::random(B * H * n * d, 178);
+  const auto qt = naive::make<attnx::tensor<double, B, H, n, d>>(q);
+  attnx::tensor<bool, B, 1, n, cap> allow;
+  attnx::tensor<bool, n, cap> block;
+  attnx::tensor<double, 1, H, 1, 7> bias;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < cap; ++j) allow(b, 0, i, j) = !(b == 1 && i == 0) && (j * 7 + b * 3 + i) % 5 != 1;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < cap; ++j) block(i, j) = j == 2 + i;
+  for (std::size_t h = 0; h < H; ++h)
+    for (std::size_t j = 0; j < 7; ++j) bias(0, h, 0, j) = 0.25 * double((h * 5 + j * 3) % 7) - 0.5;
+  const double scale = 0.3;
+  const auto ap = attnx::attend(qt, suffix, attnx::allowed(allow), attnx::blocked(block), attnx::additive(bias), scale);
+  const auto sp = attnx::partial_attention(qt, suffix, attnx::allowed(allow), attnx::blocked(block), attnx::additive(bias), scale);
+  const auto pp = attnx::partial_attention(qt, prefix, attnx::cache_keys::all, attnx::allowed(allow), attnx::blocked(block),
+                                           attnx::additive(bias), scale);
+  const auto m = attnx::merge(pp, sp);
+  // Whether row i of item b sees position j under the two boolean masks (the bias adds to every head's score).
+  const auto visible = [&](std::size_t b, std::size_t i, std::size_t j) { return allow(b, 0, i, j) && !block(i, j); };
+  double err = 0, lerr = 0;
+  std::size_t dark = 0;  // rows with no visible key: out 0, lse -inf
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < n; ++i) {
+        const double* qr = q.data() + ((b * H + h) * n + i) * d;
+        const std::size_t g = h / (H / G), last = ls[b] - n + i;
+        std::vector<const double*> kp, vp, ks, vs;
+        std::vector<double> bp, bs;
+        for (std::size_t j = 0; j < lp[b]; ++j)
+          if (visible(b, i, j))
+            kp.push_back(pk[b].data() + (j * G + g) * d), vp.push_back(pv[b].data() + (j * G + g) * d), bp.push_back(bias(0, h, 0, j));
+        for (std::size_t j = 0; j <= last; ++j)
+          if (visible(b, i, j))
+            ks.push_back(sk[b].data() + (j * G + g) * d), vs.push_back(sv[b].data() + (j * G + g) * d), bs.push_back(bias(0, h, 0, j));
+        double o[d], l;
+        one_row(qr, ks, vs, d, scale, o, l, bs);  // the suffix, causal
+        for (std::size_t c = 0; c < d; ++c) err = std::max({err, std::abs(ap(b, h, i, c) - o[c]), std::abs(sp.out(b, h, i, c) - o[c])});
+        if (ks.empty()) {
+          ++dark;
+          BOOST_TEST(sp.lse(b, h, i) == -std::numeric_limits<double>::infinity());
+        } else {
+          lerr = std::max(lerr, std::abs(sp.lse(b, h, i) - l));
+        }
+        one_row(qr, kp, vp, d, scale, o, l, bp);  // the prefix, every key
+        for (std::size_t c = 0; c < d; ++c) err = std::max(err, std::abs(pp.out(b, h, i, c) - o[c]));
+        if (!kp.empty()) lerr = std::max(lerr, std::abs(pp.lse(b, h, i) - l));
+        std::vector<const double*> ka = kp, va = vp;
+        std::vector<double> ba = bp;
+        ka.insert(ka.end(), ks.begin(), ks.end());
+        va.insert(va.end(), vs.begin(), vs.end());
+        ba.insert(ba.end(), bs.begin(), bs.end());
+        one_row(qr, ka, va, d, scale, o, l, ba);  // both
+        for (std::size_t c = 0; c < d; ++c) err = std::max(err, std::abs(m.out(b, h, i, c) - o[c]));
+        if (!ka.empty()) lerr = std::max(lerr, std::abs(m.lse(b, h, i) - l));
+      }
+  BOOST_TEST(dark == H);  // (item 1's row 0 in every head)
+  BOOST_TEST(err <= 1e-13);
+  BOOST_TEST(lerr <= 1e-13);
+  // the masks change the result (a test of the masks, not of attention alone)
+  const auto unmasked = attnx::attend(qt, suffix, scale);
+  BOOST_TEST(std::abs(unmasked(0, 1, 1, 2) - ap(0, 1, 1, 2)) > 1e-3);
+  // the default scale, a context, a scale of another arithmetic type: the same bits as spelled out
+  const attnx::context& ctx = attnx::current_context();
+  const auto d1 = attnx::attend(qt, suffix, attnx::additive(bias));
+  const auto d2 = attnx::attend(qt, suffix, attnx::additive(bias), 1 / std::sqrt(double(d)), ctx);
+  const auto d3 = attnx::attend(qt, suffix, attnx::additive(bias), ctx);
+  const auto d4 = attnx::attend(qt, suffix, attnx::allowed(allow), attnx::blocked(block), attnx::additive(bias), 0.3f);
+  BOOST_TEST(std::memcmp(d1.data(), d2.data(), sizeof(double) * d1.numel()) == 0);
+  BOOST_TEST(std::memcmp(d1.data(), d3.data(), sizeof(double) * d1.numel()) == 0);
+  BOOST_TEST(std::abs(d4(1, 3, 1, 5) - ap(1, 3, 1, 5)) <= 1e-7);  // (0.3f is not 0.3)
+  // a float cache of bf16 under the same masks: within bf16's rounding of K and V
+  attnx::kv_cache<float, G, d, d, attnx::bf16> half(B, cap);
+  for (std::size_t b = 0; b < B; ++b) {
+    const std::vector<float> fk(as<float>(sk[b])), fv(as<float>(sv[b]));
+    half.append(b, fk.data(), fv.data(), ls[b]);
+  }
+  const auto qf = naive::make<attnx::tensor<float, B, H, n, d>>(q);
+  const attnx::tensor<float, 1, H, 1, 7> fbias = attnx::cast<float>(bias);
+  const auto hf = attnx::attend(qf, half, attnx::allowed(allow), attnx::blocked(block), attnx::additive(fbias), 0.3f);
+  BOOST_TEST(max_err(ap, mat(hf.data(), hf.data() + hf.numel())) <= 2e-2);
+  // run-time rules, before anything runs: the key axis must cover the longest item (6), other axes match q's
+  attnx::tensor<double, 1, 1, 1, attnx::dyn> narrow(5);
+  BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, suffix, attnx::additive(narrow)), attnx::extent_error,
+                        says({"attend(q, cache): a mask's key axis must cover every key an item holds (or be 1 in its type): "
+                              "mask_keys 5, keys 6"}));
+  attnx::tensor<bool, attnx::dyn, 1, 1, cap> items(3);
+  BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, suffix, attnx::allowed(items)), attnx::extent_error,
+                        says({"attend(q, cache): a mask's batch axis must be q's batch (or 1 in its type): mask_batch 3, q_batch 2"}));
+  attnx::tensor<bool, attnx::dyn, cap> rows(3);
+  BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, prefix, attnx::cache_keys::all, attnx::blocked(rows)),
+                        attnx::extent_error, says({"a mask's row axis must be q's rows (or 1 in its type): mask_rows 3, query_rows 2"}));
+  // with all, the longest item of the prefix (7) sets the key axis's least extent
+  BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, prefix, attnx::cache_keys::all, attnx::additive(narrow)),
+                        attnx::extent_error, says({"mask_keys 5, keys 7"}));
 }
 
 BOOST_AUTO_TEST_CASE(rollback_then_step) {

@@ -11,6 +11,7 @@
 //   cache.append(k, v, n); cache.append(b, k, v, n);   // raw memory: n tokens of every item, or of item b
 //   attnx::attend(q, cache[, scale][, ctx])  // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
 //   attnx::partial_attention(q, cache[, attnx::cache_keys::all][, scale])  // the same as a state (state.hpp)
+//   attnx::attend(q, cache, attnx::allowed(m), attnx::additive(bias)[, scale][, ctx])  // masks over (B, heads, n, keys)
 //   auto yr = mha.step(rows, cache, counts);   // rows (N, d_model): counts[b] new rows of item b in turn
 //   auto ym = mha.step(x_t, cache, attnx::blocked(pad), attnx::additive(bias));  // masks over (B, heads, n, keys)
 //
@@ -23,17 +24,21 @@
 // and read into float registers by the kernels (accumulation in float): half the bytes per decoded token.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "attnx/util/algorithm.hpp"
 #include "attnx/eval/assign.hpp"
+#include "attnx/eval/evaluator.hpp"
+#include "attnx/expr/mask.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/kernels/flash_attention.hpp"
@@ -381,6 +386,120 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   else p.key_lengths(lens.data());  // every key an item holds (a memory: no causal order)
   kernels::flash_attention(p, ctx);
 }
+
+// ---- masks over a cache's scores: multi_head_attention::step's and attend / partial_attention's -----------------
+// allowed(m) / blocked(m) (a bool_mask) or additive(m), over the scores (item, head, row, key) of the call, the key
+// axis indexing cache positions.
+template <class A>
+inline constexpr bool is_cache_mask = false;
+template <class M>
+inline constexpr bool is_cache_mask<bool_mask<M>> = true;
+template <class M>
+inline constexpr bool is_cache_mask<additive_mask<M>> = true;
+template <class A>
+inline constexpr bool is_context_arg = std::is_same_v<std::remove_cvref_t<A>, context>;
+// A mask digested: its dense data (allow: true = attend, for allowed(m); blocked(m) arrives as allowed(!m); or
+// bias), its extents, and (set by cache_mask_strides) its strides over the scores' (item, head, row, key), 0 where
+// it broadcasts.
+template <class T>
+struct cache_mask {
+  const bool* allow = nullptr;
+  const T* bias = nullptr;
+  std::size_t rank = 0;
+  std::array<std::size_t, 4> dims{};
+  std::array<bool, 4> unit{};  // the extent 1 in the mask's type (broadcast)
+  std::array<std::ptrdiff_t, 4> stride{};
+};
+// f(std::span<cache_mask<T>>) with the masks ks... digested, their data dense meanwhile (in place when a mask is a
+// tensor or view, else evaluated once).
+template <class T, class F, class... K>
+decltype(auto) with_cache_masks(const F& f, const K&... ks) {
+  const std::tuple<dense_operand<std::remove_cvref_t<decltype(ks.mask)>>...> held(ks.mask...);
+  std::array<cache_mask<T>, sizeof...(K)> ms{};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto digest = [](const auto& k, const auto* data, cache_mask<T>& m) {
+      using M = std::remove_cvref_t<decltype(k.mask)>;
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*data)>, bool>) m.allow = data;
+      else m.bias = data;
+      m.rank = shape_of_t<M>::rank;
+      const auto d = dims_of(k.mask);
+      for (std::size_t i = 0; i < m.rank; ++i) {
+        m.dims[i] = d[i];
+        m.unit[i] = shape_of_t<M>::extents[i] == 1;
+      }
+    };
+    (digest(ks, std::get<I>(held).data(), ms[I]), ...);
+  }(std::index_sequence_for<K...>{});
+  return f(std::span<cache_mask<T>>(ms));
+}
+// A mask's run-time rules against the scores (items, heads, rows, keys) = want, of which it spans the last
+// `frame` axes (4, or 3 without the items), its strides set: each extent want's or 1 in its type, but the key
+// axis, which must hold want[3] keys at least (the most any item holds). rule, fact, want_fact: per axis, the
+// rule's text and the two sizes' names of the error.
+struct cache_mask_texts {
+  const char* rule[4];
+  const char* fact[4];
+  const char* want_fact[4];
+};
+template <class T>
+void cache_mask_strides(cache_mask<T>& m, std::size_t frame, const std::array<std::size_t, 4>& want, const cache_mask_texts& text) {
+  const std::size_t at = 4 - frame;  // the scores' axes are the last `frame` of the four
+  m.stride = {};
+  std::ptrdiff_t stride = 1;
+  for (std::size_t i = m.rank; i-- > 0;) {
+    const std::size_t a = at + i + frame - m.rank;  // the axis of (item, head, row, key)
+    const std::size_t e = m.dims[i];
+    if (!m.unit[i] && (a == 3 ? e < want[3] : e != want[a])) throw_extent_error(text.rule[a], text.fact[a], e, text.want_fact[a], want[a]);
+    m.stride[a] = m.unit[i] ? 0 : stride;
+    stride *= static_cast<std::ptrdiff_t>(e);
+  }
+}
+// The kernel's score step for mask m from offset off, items item apart.
+template <class T>
+kernels::score_step<T> cache_mask_step(const cache_mask<T>& m, std::ptrdiff_t off, std::ptrdiff_t item) {
+  kernels::score_step<T> st;
+  if (m.allow) {
+    st = {kernels::step_kind::boolean_mask, -std::numeric_limits<T>::infinity()};
+    st.mask = {m.allow + off, item, m.stride[1], m.stride[2], m.stride[3]};
+  } else {
+    st = {kernels::step_kind::additive_mask, T(0)};
+    st.bias = {m.bias + off, item, m.stride[1], m.stride[2], m.stride[3]};
+  }
+  return st;
+}
+enum class mask_caller { step, attend };
+// The rules on the masks among A0, A... (the other arguments pass), one error for the first that fails: an additive
+// mask of type T; each mask's static extents against the scores' (Scores, keys dyn: the forward pass's mask rule).
+template <mask_caller C, class T, class Scores, class A0, class... A>
+constexpr bool cache_masks_ok() {
+  constexpr bool ok = [] {
+    if constexpr (!is_cache_mask<A0>) {
+      return true;
+    } else {
+      using M = std::remove_cvref_t<decltype(std::declval<const A0&>().mask)>;
+      if constexpr (failed_v<M>) {
+        return false;  // (reported where the mask was made)
+      } else {
+        constexpr bool type_ok = std::is_same_v<A0, bool_mask<M>> || std::is_same_v<value_t<M>, T>;
+        static_assert(C != mask_caller::step || type_ok ||
+                          error::holds<error::step_additive_mask_element_type_differs<error::element_type<value_t<M>>,
+                                                                                      error::target_element_type<T>>>,
+                      "attnx: multi_head_attention::step: additive(m) must have the module's element type T");
+        static_assert(C != mask_caller::attend || type_ok ||
+                          error::holds<error::attend_cache_additive_mask_element_type_differs<
+                              error::element_type<value_t<M>>, error::target_element_type<T>>>,
+                      "attnx: attend(q, cache): additive(m) must have the cache's type T");
+        if constexpr (!type_ok) return false;
+        else return rules::check_mask_shape<Scores, shape_of_t<M>>();
+      }
+    }
+  }();
+  if constexpr (!ok || sizeof...(A) == 0) {
+    return ok;
+  } else {
+    return cache_masks_ok<C, T, Scores, A...>();
+  }
+}
 }  // namespace detail
 
 // Which of an item's keys its query rows see in partial_attention(q, cache, ...): causal_rows, the rows are the item's
@@ -393,7 +512,7 @@ namespace detail {
 // with_lse, each row's log-sum-exp (B, heads, n).
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale, const context& ctx, bool with_lse,
-                    cache_keys keys = cache_keys::causal_rows) {
+                    cache_keys keys = cache_keys::causal_rows, std::span<cache_mask<T>> masks = {}) {
   using SQ = shape_of_t<Q>;
   using result = tensor<T, dyn, dyn, dyn, Dv>;
   using state = attention_state<T, shape_of_t<result>>;
@@ -421,10 +540,101 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
     const kernels::strided<T> os{s.out.data(), H * N * static_cast<std::ptrdiff_t>(Dv), N * static_cast<std::ptrdiff_t>(Dv),
                                  static_cast<std::ptrdiff_t>(Dv)};
     const kernels::strided<T> ls = with_lse ? kernels::strided<T>{s.lse.data(), H * N, N, 1} : kernels::strided<T>{};
-    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls, one_item);
+    std::array<kernels::score_step<T>, kernels::max_score_steps> steps{};
+    if (!masks.empty()) {
+      static constexpr cache_mask_texts texts{
+          {"attend(q, cache): a mask's batch axis must be q's batch (or 1 in its type)",
+           "attend(q, cache): a mask's heads axis must be q's heads (or 1 in its type)",
+           "attend(q, cache): a mask's row axis must be q's rows (or 1 in its type)",
+           "attend(q, cache): a mask's key axis must cover every key an item holds (or be 1 in its type)"},
+          {"mask_batch", "mask_heads", "mask_rows", "mask_keys"},
+          {"q_batch", "heads", "query_rows", "keys"}};
+      std::size_t held = 0;  // the most keys an item of q sees
+      for (std::size_t b = 0; b < d[0]; ++b) held = alg::max(held, cache.length(one_item ? 0 : b));
+      for (std::size_t i = 0; i < masks.size(); ++i) {
+        cache_mask_strides(masks[i], 4, {d[0], d[1], d[2], held}, texts);
+        steps[i] = cache_mask_step(masks[i], 0, masks[i].stride[0]);
+      }
+    }
+    detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls, one_item,
+                            std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
     return s;
   } else {
     return state{};
+  }
+}
+
+// The arguments after the cache (after the cache_keys of partial_attention) that take the overloads with masks:
+// anything but a scale, a context or cache_keys (then attend_cache_rules names what is not a mask).
+template <class A>
+concept cache_mask_arg = !std::is_arithmetic_v<std::remove_cvref_t<A>> && !is_context_arg<A> &&
+                         !std::is_same_v<std::remove_cvref_t<A>, cache_keys>;
+// attend / partial_attention with masks: the rules on the arguments after the cache, one error for the first that
+// fails: masks (allowed / blocked / additive), then at most a scale, then at most a context; at most six masks;
+// the masks' types and extents (cache_masks_ok) against the scores (B, heads, n, keys) of q.
+template <class T, class SQ, class... A>
+constexpr bool attend_cache_rules() {
+  constexpr std::size_t n = sizeof...(A);
+  constexpr std::size_t masks = [] {
+    std::size_t m = 0;
+    bool more = true;
+    ((more = more && is_cache_mask<A>, m += more ? 1 : 0), ...);
+    return m;
+  }();
+  constexpr bool scale_after = [] {  // a scale after the masks
+    if constexpr (masks < n) return std::is_arithmetic_v<std::tuple_element_t<masks, std::tuple<A...>>>;
+    else return false;
+  }();
+  constexpr std::size_t bad_arg = [] {  // the first argument out of place
+    std::size_t i = 0, bad = n;
+    ((bad == n && !(i < masks || (i == masks && (std::is_arithmetic_v<A> || is_context_arg<A>)) ||
+                    (i == masks + 1 && scale_after && is_context_arg<A>))
+          ? (bad = i, 0)
+          : 0,
+      ++i),
+     ...);
+    return bad;
+  }();
+  using bad_t = std::tuple_element_t<bad_arg < n ? bad_arg : 0, std::tuple<A...>>;
+  static_assert(bad_arg == n || error::holds<error::attend_cache_arguments_out_of_order<error::argument_position<bad_arg + 1>,
+                                                                                        error::argument_type<bad_t>>>,
+                "attnx: attend(q, cache): after the cache come the masks (allowed(m), blocked(m) or additive(m)), then "
+                "at most a scale, then at most a context");
+  constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
+  static_assert(bad_arg < n || masks <= max_masks || error::holds<error::attend_cache_too_many_masks<error::mask_count<masks>>>,
+                "attnx: attend(q, cache): at most six masks");
+  if constexpr (bad_arg < n || masks > max_masks || SQ::rank != 4) {
+    return false;
+  } else {
+    using scores = shape<axis<anon, SQ::extents[0]>, axis<anon, SQ::extents[1]>, axis<anon, SQ::extents[2]>, axis<anon, dyn>>;
+    return cache_masks_ok<mask_caller::attend, T, scores, A...>();
+  }
+}
+// attend / partial_attention with masks: a (masks, then perhaps a scale, then perhaps a context) checked, then
+// attend_checked with them.
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class... A>
+auto attend_masked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, bool with_lse, cache_keys keys, const A&... a) {
+  using result = tensor<T, dyn, dyn, dyn, Dv>;
+  using state = attention_state<T, shape_of_t<result>>;
+  if constexpr (!attend_cache_rules<T, shape_of_t<Q>, A...>()) {
+    return state{};
+  } else {
+    constexpr std::size_t masks = (std::size_t{is_cache_mask<A>} + ... + 0);
+    const auto args = std::forward_as_tuple(a...);
+    T scale = T(1) / math::sqrt(T(Dk));
+    const context* ctx = &current_context();
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      [[maybe_unused]] const auto take = [&](const auto& x) {
+        if constexpr (is_context_arg<decltype(x)>) ctx = &x;
+        else scale = static_cast<T>(x);
+      };
+      (take(std::get<masks + I>(args)), ...);
+    }(std::make_index_sequence<sizeof...(A) - masks>{});
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return with_cache_masks<T>(
+          [&](std::span<cache_mask<T>> ms) { return attend_checked(q, cache, scale, *ctx, with_lse, keys, ms); },
+          std::get<I>(args)...);
+    }(std::make_index_sequence<masks>{});
   }
 }
 }  // namespace detail
@@ -464,6 +674,29 @@ auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
   return detail::attend_checked(q, cache, T(1) / math::sqrt(T(Dk)), ctx, true);
+}
+
+// With masks: attend(q, cache, masks...[, scale][, ctx]), partial_attention(q, cache[, keys], masks...[, scale][,
+// ctx]). Each mask is allowed(m), blocked(m) or additive(m) (as in the forward pass) over the scores (B, heads, n,
+// keys), broadcast where its type says 1 (a mask of lower rank takes the last axes). The key axis indexes cache
+// positions and must cover every key an item of q sees (a capacity-wide mask fits every call). The masks apply after
+// the scale, in order, then the cache's causal order (cache_keys::causal_rows) or each item's length (all); a row
+// with no visible key gives 0 (lse -inf). Static extents, element types and the arguments' order are checked at
+// compile time (one error each), the rest before anything runs (std::invalid_argument naming the axis and both sizes).
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
+  requires detail::cache_mask_arg<A0>
+auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const A0& a0, const A&... a) {
+  return detail::attend_masked(q, cache, false, cache_keys::causal_rows, a0, a...).out;
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
+  requires detail::cache_mask_arg<A0>
+auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const A0& a0, const A&... a) {
+  return detail::attend_masked(q, cache, true, cache_keys::causal_rows, a0, a...);
+}
+template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
+  requires detail::cache_mask_arg<A0>
+auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, const A0& a0, const A&... a) {
+  return detail::attend_masked(q, cache, true, keys, a0, a...);
 }
 
 }  // namespace attnx

@@ -195,17 +195,9 @@ inline constexpr bool first_is_memory = false;
 template <class A, class... Rest>
 inline constexpr bool first_is_memory<A, Rest...> = mha_memory_operand<A>;
 
-// step(x, cache[, b | rows], masks...[, ctx]): the masks, allowed(m) / blocked(m) (a bool_mask) or additive(m).
-template <class A>
-inline constexpr bool is_step_mask = false;
-template <class M>
-inline constexpr bool is_step_mask<bool_mask<M>> = true;
-template <class M>
-inline constexpr bool is_step_mask<additive_mask<M>> = true;
-template <class A>
-inline constexpr bool is_context_arg = std::is_same_v<std::remove_cvref_t<A>, context>;
-// The first argument after the cache (or after b or the rows) of a step with masks: not a batch item, rows per
-// item or a context, which take the overloads without masks.
+// step(x, cache[, b | rows], masks...[, ctx]): the masks, allowed(m) / blocked(m) (a bool_mask) or additive(m)
+// (detail::cache_mask, kv_cache.hpp). The first argument after the cache (or after b or the rows) of a step with
+// masks: not a batch item, rows per item or a context, which take the overloads without masks.
 template <class A>
 concept step_mask_arg = !std::is_integral_v<std::remove_cvref_t<A>> &&
                         !std::is_convertible_v<const A&, std::span<const std::size_t>> && !is_context_arg<A>;
@@ -213,18 +205,6 @@ concept step_mask_arg = !std::is_integral_v<std::remove_cvref_t<A>> &&
 // last: step's rule on its arguments says so).
 template <class A0, class... A>
 inline constexpr bool step_masked_args = step_mask_arg<A0> || (is_context_arg<A0> && sizeof...(A) > 0);
-// A step mask digested: its dense data (allow: true = attend, for allowed(m); blocked(m) arrives as allowed(!m);
-// or bias), its extents, and (set by multi_head_attention::step's run-time rules) its strides over the step's
-// (item, head, row, key), 0 where it broadcasts.
-template <class T>
-struct step_mask {
-  const bool* allow = nullptr;
-  const T* bias = nullptr;
-  std::size_t rank = 0;
-  std::array<std::size_t, 4> dims{};
-  std::array<bool, 4> unit{};  // the extent 1 in the mask's type (broadcast)
-  std::array<std::ptrdiff_t, 4> stride{};
-};
 
 // An argument used more than once: an lvalue is referred to each time; an rvalue is copied for all uses
 // but the last (which moves it).
@@ -685,7 +665,7 @@ class multi_head_attention {
     constexpr std::size_t n = sizeof...(A);
     constexpr std::size_t bad_arg = [] {
       std::size_t i = 0, bad = n;
-      ((bad == n && !(detail::is_step_mask<A> || (i == n - 1 && detail::is_context_arg<A>)) ? (bad = i, 0) : 0, ++i), ...);
+      ((bad == n && !(detail::is_cache_mask<A> || (i == n - 1 && detail::is_context_arg<A>)) ? (bad = i, 0) : 0, ++i), ...);
       return bad;
     }();
     using bad_t = std::tuple_element_t<bad_arg < n ? bad_arg : 0, std::tuple<A...>>;
@@ -693,39 +673,14 @@ class multi_head_attention {
                                                                                  error::argument_type<bad_t>>>,
                   "attnx: multi_head_attention::step: a mask must be allowed(m), blocked(m) or additive(m) (the cache "
                   "gives the causal order and each item's length), and a context comes last");
-    constexpr std::size_t masks = (std::size_t{detail::is_step_mask<A>} + ... + 0);
+    constexpr std::size_t masks = (std::size_t{detail::is_cache_mask<A>} + ... + 0);
     constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
     static_assert(bad_arg < n || masks <= max_masks || error::holds<error::step_too_many_masks<error::mask_count<masks>>>,
                   "attnx: multi_head_attention::step: at most six masks");
     if constexpr (bad_arg < n || masks > max_masks) {
       return false;
     } else {
-      return step_masks_ok<ByItem, SX, A...>();
-    }
-  }
-  template <bool ByItem, class SX, class A0, class... A>
-  static constexpr bool step_masks_ok() {
-    constexpr bool ok = [] {
-      if constexpr (!detail::is_step_mask<A0>) {
-        return true;  // (the context)
-      } else {
-        using M = std::remove_cvref_t<decltype(std::declval<const A0&>().mask)>;
-        if constexpr (failed_v<M>) {
-          return false;  // (reported where the mask was made)
-        } else {
-          constexpr bool type_ok = std::is_same_v<A0, bool_mask<M>> || std::is_same_v<value_t<M>, T>;
-          static_assert(type_ok || error::holds<error::step_additive_mask_element_type_differs<
-                                       error::element_type<value_t<M>>, error::target_element_type<T>>>,
-                        "attnx: multi_head_attention::step: additive(m) must have the module's element type T");
-          if constexpr (!type_ok) return false;
-          else return rules::check_mask_shape<step_scores_shape<ByItem, SX>, shape_of_t<M>>();
-        }
-      }
-    }();
-    if constexpr (!ok || sizeof...(A) == 0) {
-      return ok;
-    } else {
-      return step_masks_ok<ByItem, SX, A...>();
+      return detail::cache_masks_ok<detail::mask_caller::step, T, step_scores_shape<ByItem, SX>, A...>();
     }
   }
   // step with masks: Where is item b0 (x (B, n, d_model) from b0 = 0 with ByItem, or (n, d_model) for item b0) or
@@ -745,29 +700,14 @@ class multi_head_attention {
         else return current_context();
       }();
       return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        // The masks' data, dense (in place when a mask is a tensor or view, else evaluated once).
-        const std::tuple<dense_operand<std::remove_cvref_t<decltype(std::get<I>(args).mask)>>...> held(std::get<I>(args).mask...);
-        std::array<detail::step_mask<T>, sizeof...(I)> ms{};
-        (digest_mask(std::get<I>(args), std::get<I>(held).data(), ms[I]), ...);
-        return step_run(x, cache, where, ctx, std::span<detail::step_mask<T>>(ms), ByItem);
+        return detail::with_cache_masks<T>(
+            [&](std::span<detail::cache_mask<T>> ms) { return step_run(x, cache, where, ctx, ms, ByItem); }, std::get<I>(args)...);
       }(std::make_index_sequence<sizeof...(A) - (has_ctx ? 1 : 0)>{});
-    }
-  }
-  template <class K, class U>
-  static void digest_mask(const K& k, const U* data, detail::step_mask<T>& m) {
-    using M = std::remove_cvref_t<decltype(k.mask)>;
-    if constexpr (std::is_same_v<U, bool>) m.allow = data;
-    else m.bias = data;
-    m.rank = shape_of_t<M>::rank;
-    const auto d = dims_of(k.mask);
-    for (std::size_t i = 0; i < m.rank; ++i) {
-      m.dims[i] = d[i];
-      m.unit[i] = shape_of_t<M>::extents[i] == 1;
     }
   }
   // x (B, n, d_model) from item 0, or (n, d_model) for item b0: n rows per item.
   template <class X, class Cache>
-  auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx, std::span<detail::step_mask<T>> masks = {},
+  auto step_run(const X& x, Cache& cache, std::size_t b0, const context& ctx, std::span<detail::cache_mask<T>> masks = {},
                 bool masks_by_item = false) const {
     const auto [nb, n] = check_cache_input(x, cache, b0, "multi_head_attention::step: x's batch extent must be the cache's");
     attnx::storage<std::size_t, dyn> counts(nb);
@@ -778,7 +718,7 @@ class multi_head_attention {
   // x (N, d_model): rows[b] rows of item b.
   template <class X, class Cache>
   auto step_run(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx,
-                std::span<detail::step_mask<T>> masks = {}, bool = false) const {
+                std::span<detail::cache_mask<T>> masks = {}, bool = false) const {
     check_features(x, "input", "input_features");
     const std::size_t N = dims_of(x)[0];
     if (rows.size() != cache.batch())
@@ -801,15 +741,23 @@ class multi_head_attention {
   // key) with the rows of all the items one after another.
   template <class SX, class Cache>
   auto step_rows(const T* x, const dims_t<SX::rank>& dims, Cache& cache, std::size_t b0, std::span<const std::size_t> counts,
-                 const context& ctx, std::span<detail::step_mask<T>> masks = {}, bool masks_by_item = false) const {
+                 const context& ctx, std::span<detail::cache_mask<T>> masks = {}, bool masks_by_item = false) const {
     std::size_t N = 0, keys = 0;  // keys: the most any item holds after the append
     for (std::size_t b = 0; b < counts.size(); ++b) {
       cache.check_room(b0 + b, counts[b]);
       N += counts[b];
       keys = alg::max(keys, cache.length(b0 + b) + counts[b]);
     }
-    for (detail::step_mask<T>& m : masks)
-      check_step_mask(m, masks_by_item, counts.size(), masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys);
+    static constexpr detail::cache_mask_texts texts{
+        {"multi_head_attention::step: a mask's batch axis must be the cache's batch (or 1 in its type)",
+         "multi_head_attention::step: a mask's heads axis must be the module's heads (or 1 in its type)",
+         "multi_head_attention::step: a mask's row axis must be the new rows (all the items' rows with rows per item; or 1 in its type)",
+         "multi_head_attention::step: a mask's key axis must cover every key an item holds after the append (or be 1 in its type)"},
+        {"mask_batch", "mask_heads", "mask_rows", "mask_keys"},
+        {"cache_batch", "heads", "query_rows", "keys"}};
+    for (detail::cache_mask<T>& m : masks)
+      detail::cache_mask_strides(m, masks_by_item ? 4 : 3,
+                                 {counts.size(), heads, masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys}, texts);
     const rows_view xr(x, N);
     tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
@@ -831,16 +779,9 @@ class multi_head_attention {
           const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
           const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
           for (std::size_t i = 0; i < masks.size(); ++i) {  // the masks over these items' (b, h, i, j)
-            const detail::step_mask<T>& m = masks[i];
-            const std::ptrdiff_t off = masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2];
-            const std::ptrdiff_t item = masks_by_item ? m.stride[0] : sz(n) * m.stride[2];
-            if (m.allow) {
-              steps[i] = {kernels::step_kind::boolean_mask, -std::numeric_limits<T>::infinity()};
-              steps[i].mask = {m.allow + off, item, m.stride[1], m.stride[2], m.stride[3]};
-            } else {
-              steps[i] = {kernels::step_kind::additive_mask, T(0)};
-              steps[i].bias = {m.bias + off, item, m.stride[1], m.stride[2], m.stride[3]};
-            }
+            const detail::cache_mask<T>& m = masks[i];
+            steps[i] = detail::cache_mask_step(m, masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2],
+                                               masks_by_item ? m.stride[0] : sz(n) * m.stride[2]);
           }
           detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true, {}, false,
                                   std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
@@ -852,29 +793,6 @@ class multi_head_attention {
     });
     return out;
   }
-  // A step mask's run-time rules against the step's scores, its strides set: (items, heads, rows, keys) with by_item,
-  // else (heads, rows, keys); keys: the most any item holds after the append.
-  static void check_step_mask(detail::step_mask<T>& m, bool by_item, std::size_t items, std::size_t rows, std::size_t keys) {
-    const std::size_t frame = by_item ? 4 : 3, at = 4 - frame;  // the scores' axes are the last `frame` of the four
-    const std::size_t want[4] = {items, heads, rows, keys};
-    static constexpr const char* rule[4] = {
-        "multi_head_attention::step: a mask's batch axis must be the cache's batch (or 1 in its type)",
-        "multi_head_attention::step: a mask's heads axis must be the module's heads (or 1 in its type)",
-        "multi_head_attention::step: a mask's row axis must be the new rows (all the items' rows with rows per item; or 1 in its type)",
-        "multi_head_attention::step: a mask's key axis must cover every key an item holds after the append (or be 1 in its type)"};
-    static constexpr const char* mask_fact[4] = {"mask_batch", "mask_heads", "mask_rows", "mask_keys"};
-    static constexpr const char* want_fact[4] = {"cache_batch", "heads", "query_rows", "keys"};
-    m.stride = {};
-    std::ptrdiff_t stride = 1;
-    for (std::size_t i = m.rank; i-- > 0;) {
-      const std::size_t a = at + i + frame - m.rank;  // the axis of (item, head, row, key)
-      const std::size_t e = m.dims[i];
-      if (!m.unit[i] && (a == 3 ? e < keys : e != want[a])) detail::throw_extent_error(rule[a], mask_fact[a], e, want_fact[a], want[a]);
-      m.stride[a] = m.unit[i] ? 0 : stride;
-      stride *= static_cast<std::ptrdiff_t>(e);
-    }
-  }
-
   // RoPE in step: rows [row0, row0 + n) of q and k, an item's new rows, at positions pos0, pos0 + 1, ... (pos0 the
   // item's length before they are appended).
   template <class Q, class K>

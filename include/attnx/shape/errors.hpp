@@ -125,6 +125,9 @@ template <class... Facts> struct block_memory_cache_takes_no_masks { static cons
 template <class... Facts> struct step_argument_is_not_a_mask { static constexpr bool value = false; };
 template <class... Facts> struct step_too_many_masks { static constexpr bool value = false; };
 template <class... Facts> struct step_additive_mask_element_type_differs { static constexpr bool value = false; };
+template <class... Facts> struct attend_cache_arguments_out_of_order { static constexpr bool value = false; };
+template <class... Facts> struct attend_cache_too_many_masks { static constexpr bool value = false; };
+template <class... Facts> struct attend_cache_additive_mask_element_type_differs { static constexpr bool value = false; };
 template <class T> struct input_element_type {};
 template <class T> struct block_element_type {};
 template <class... Facts> struct block_input_element_type_differs { static constexpr bool value = false; };
