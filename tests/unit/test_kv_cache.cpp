@@ -622,6 +622,21 @@ BOOST_AUTO_TEST_CASE(masked_attention_over_caches) {
   const attnx::tensor<float, 1, H, 1, 7> fbias = attnx::cast<float>(bias);
   const auto hf = attnx::attend(qf, half, attnx::allowed(allow), attnx::blocked(block), attnx::additive(fbias), 0.3f);
   BOOST_TEST(max_err(ap, mat(hf.data(), hf.data() + hf.numel())) <= 2e-2);
+  // a prefix stored once (a cache of one item, read by every item of q with all) under per-item masks: as stored in
+  // every item
+  attnx::kv_cache<double, G, d> once(1, cap), every(B, cap);
+  once.append(0, pk[0].data(), pv[0].data(), lp[0]);
+  for (std::size_t b = 0; b < B; ++b) every.append(b, pk[0].data(), pv[0].data(), lp[0]);
+  const auto so = attnx::partial_attention(qt, once, attnx::cache_keys::all, attnx::allowed(allow), attnx::additive(bias), scale);
+  const auto se = attnx::partial_attention(qt, every, attnx::cache_keys::all, attnx::allowed(allow), attnx::additive(bias), scale);
+  const auto all_of = [](const auto& t) { return mat(t.data(), t.data() + t.numel()); };
+  BOOST_TEST(max_err(so.out, all_of(se.out)) <= 1e-14);
+  BOOST_TEST(std::memcmp(so.lse.data(), se.lse.data(), sizeof(double) * so.lse.numel()) == 0);  // (-inf rows included)
+  BOOST_TEST(std::abs(so.out(0, 1, 1, 2) - so.out(1, 1, 1, 2)) > 1e-6);  // (each item's own mask and queries)
+  // a scale of any type convertible to T (a bf16 for a float cache) takes the overloads without masks
+  const auto hb = attnx::attend(qf, half, attnx::bf16(0.125f));
+  const auto hs = attnx::attend(qf, half, 0.125f);
+  BOOST_TEST(std::memcmp(hb.data(), hs.data(), sizeof(float) * hb.numel()) == 0);
   // run-time rules, before anything runs: the key axis must cover the longest item (6), other axes match q's
   attnx::tensor<double, 1, 1, 1, attnx::dyn> narrow(5);
   BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, suffix, attnx::additive(narrow)), attnx::extent_error,

@@ -11,7 +11,8 @@
 //   cache.append(k, v, n); cache.append(b, k, v, n);   // raw memory: n tokens of every item, or of item b
 //   attnx::attend(q, cache[, scale][, ctx])  // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
 //   attnx::partial_attention(q, cache[, attnx::cache_keys::all][, scale])  // the same as a state (state.hpp)
-//   attnx::attend(q, cache, attnx::allowed(m), attnx::additive(bias)[, scale][, ctx])  // masks over (B, heads, n, keys)
+//   attnx::attend(q, cache, attnx::allowed(m), attnx::additive(bias)[, scale][, ctx])  // masks over (B, heads, n, keys);
+//   attnx::partial_attention(q, cache[, keys], masks...[, scale][, ctx]) the same
 //   auto yr = mha.step(rows, cache, counts);   // rows (N, d_model): counts[b] new rows of item b in turn
 //   auto ym = mha.step(x_t, cache, attnx::blocked(pad), attnx::additive(bias));  // masks over (B, heads, n, keys)
 //
@@ -565,9 +566,10 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
 }
 
 // The arguments after the cache (after the cache_keys of partial_attention) that take the overloads with masks:
-// anything but a scale, a context or cache_keys (then attend_cache_rules names what is not a mask).
-template <class A>
-concept cache_mask_arg = !std::is_arithmetic_v<std::remove_cvref_t<A>> && !is_context_arg<A> &&
+// anything but a scale (anything convertible to T: a number, a bf16), a context or cache_keys (then
+// attend_cache_rules names what is not a mask).
+template <class A, class T>
+concept cache_mask_arg = !std::is_convertible_v<const A&, T> && !std::is_base_of_v<context, std::remove_cvref_t<A>> &&
                          !std::is_same_v<std::remove_cvref_t<A>, cache_keys>;
 // attend / partial_attention with masks: the rules on the arguments after the cache, one error for the first that
 // fails: masks (allowed / blocked / additive), then at most a scale, then at most a context; at most six masks;
@@ -603,7 +605,7 @@ constexpr bool attend_cache_rules() {
   constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
   static_assert(bad_arg < n || masks <= max_masks || error::holds<error::attend_cache_too_many_masks<error::mask_count<masks>>>,
                 "attnx: attend(q, cache): at most six masks");
-  if constexpr (bad_arg < n || masks > max_masks || SQ::rank != 4) {
+  if constexpr (bad_arg < n || masks > max_masks) {
     return false;
   } else {
     using scores = shape<axis<anon, SQ::extents[0]>, axis<anon, SQ::extents[1]>, axis<anon, SQ::extents[2]>, axis<anon, dyn>>;
@@ -616,7 +618,9 @@ template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expre
 auto attend_masked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, bool with_lse, cache_keys keys, const A&... a) {
   using result = tensor<T, dyn, dyn, dyn, Dv>;
   using state = attention_state<T, shape_of_t<result>>;
-  if constexpr (!attend_cache_rules<T, shape_of_t<Q>, A...>()) {
+  if constexpr (shape_of_t<Q>::rank != 4) {
+    return attend_checked(q, cache, T(1), current_context(), with_lse);  // (q's rank rule: its one error)
+  } else if constexpr (!attend_cache_rules<T, shape_of_t<Q>, A...>()) {
     return state{};
   } else {
     constexpr std::size_t masks = (std::size_t{is_cache_mask<A>} + ... + 0);
@@ -684,17 +688,17 @@ auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const
 // with no visible key gives 0 (lse -inf). Static extents, element types and the arguments' order are checked at
 // compile time (one error each), the rest before anything runs (std::invalid_argument naming the axis and both sizes).
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
-  requires detail::cache_mask_arg<A0>
+  requires detail::cache_mask_arg<A0, T>
 auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const A0& a0, const A&... a) {
   return detail::attend_masked(q, cache, false, cache_keys::causal_rows, a0, a...).out;
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
-  requires detail::cache_mask_arg<A0>
+  requires detail::cache_mask_arg<A0, T>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const A0& a0, const A&... a) {
   return detail::attend_masked(q, cache, true, cache_keys::causal_rows, a0, a...);
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
-  requires detail::cache_mask_arg<A0>
+  requires detail::cache_mask_arg<A0, T>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, const A0& a0, const A&... a) {
   return detail::attend_masked(q, cache, true, keys, a0, a...);
 }
