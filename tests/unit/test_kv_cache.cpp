@@ -637,6 +637,11 @@ BOOST_AUTO_TEST_CASE(masked_attention_over_caches) {
   const auto hb = attnx::attend(qf, half, attnx::bf16(0.125f));
   const auto hs = attnx::attend(qf, half, 0.125f);
   BOOST_TEST(std::memcmp(hb.data(), hs.data(), sizeof(float) * hb.numel()) == 0);
+  // ... and after masks, as the scale of the masked overloads
+  const auto hmb = attnx::attend(qf, half, attnx::additive(fbias), attnx::bf16(0.125f));
+  const auto hms = attnx::attend(qf, half, attnx::additive(fbias), 0.125f, attnx::current_context());
+  BOOST_TEST(std::memcmp(hmb.data(), hms.data(), sizeof(float) * hmb.numel()) == 0);
+  BOOST_TEST(std::abs(hmb(0, 1, 1, 2) - hs(0, 1, 1, 2)) > 1e-4);  // (the bias counts)
   // run-time rules, before anything runs: the key axis must cover the longest item (6), other axes match q's
   attnx::tensor<double, 1, 1, 1, attnx::dyn> narrow(5);
   BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, suffix, attnx::additive(narrow)), attnx::extent_error,

@@ -583,13 +583,13 @@ constexpr bool attend_cache_rules() {
     ((more = more && is_cache_mask<A>, m += more ? 1 : 0), ...);
     return m;
   }();
-  constexpr bool scale_after = [] {  // a scale after the masks
-    if constexpr (masks < n) return std::is_arithmetic_v<std::tuple_element_t<masks, std::tuple<A...>>>;
+  constexpr bool scale_after = [] {  // a scale (anything convertible to T, as without masks) after the masks
+    if constexpr (masks < n) return std::is_convertible_v<const std::tuple_element_t<masks, std::tuple<A...>>&, T>;
     else return false;
   }();
   constexpr std::size_t bad_arg = [] {  // the first argument out of place
     std::size_t i = 0, bad = n;
-    ((bad == n && !(i < masks || (i == masks && (std::is_arithmetic_v<A> || is_context_arg<A>)) ||
+    ((bad == n && !(i < masks || (i == masks && (std::is_convertible_v<const A&, T> || is_context_arg<A>)) ||
                     (i == masks + 1 && scale_after && is_context_arg<A>))
           ? (bad = i, 0)
           : 0,
