@@ -5,8 +5,9 @@
 //   post-norm:  h = ln_1(x + attn(x, masks...));   y = ln_2(h + mlp(h))
 //
 // forward(x, masks...) runs a whole sequence: an encoder with key-padding masks, a decoder with `causal`.
-// step(x, cache[, b]) decodes with a KV cache (multi_head_attention::step: causal within each item's own
-// length), so stepping token by token gives the rows of forward(x, causal). Both return evaluated tensors:
+// step(x, cache[, b], masks...) decodes with a KV cache (multi_head_attention::step: causal within each item's own
+// length, and its masks over the cache: a sliding window, say), so stepping token by token gives the rows of
+// forward(x, causal). Both return evaluated tensors:
 // each residual stream is read twice (the residual and the normalised branch), so it is computed once.
 //
 // Cross-attention (CrossAttention = true: a decoder reading an encoder's output, the memory) adds a third
@@ -22,6 +23,7 @@
 
 #include <cstddef>
 #include <span>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -86,6 +88,10 @@ template <class M, class... Masks>
 inline constexpr bool is_cross_memory<cross_memory<M, Masks...>> = true;
 template <class C>
 inline constexpr bool is_cross_memory<cross_cached<C>> = true;
+template <class A>
+inline constexpr bool is_cross_cached = false;
+template <class C>
+inline constexpr bool is_cross_cached<cross_cached<C>> = true;
 template <class... A>
 inline constexpr bool first_is_cross = false;
 template <class A, class... R>
@@ -187,8 +193,61 @@ struct transformer_block {
     });
   }
 
+  // With masks on the self-attention: step(x, cache[, b], masks...[, ctx]), with cross-attention step(x, cache,
+  // nn::cross(...)[, b], masks...[, ctx]). The masks are multi_head_attention::step's: allowed(m), blocked(m) or
+  // additive(m) over the self-attention's scores, (B, heads, n, keys) for x (B, n, D), (heads, n, keys) for item
+  // b's x (n, D), the key axis indexing cache positions (a sliding window, padding inside the cache, a tree of draft
+  // tokens); at most six. Its rules on them apply, one error each.
+  template <expression X, class Cache, class A0, class... A>
+    requires is_kv_cache_v<Cache> && (attnx::detail::is_cache_mask<A0> || (attnx::detail::is_cache_mask<A> || ...))
+  auto step(const X& x, Cache& cache, const A0& a0, const A&... a) const {
+    return step_masked(x, cache, a0, a...);
+  }
+
  private:
   struct none {};
+  // step with masks: a (perhaps a memory, then perhaps a batch item, then the masks and perhaps a context).
+  template <class X, class Cache, class... A>
+  auto step_masked(const X& x, Cache& cache, const A&... a) const {
+    constexpr bool cross_given = detail::first_is_cross<A...>;
+    if constexpr (!check_cross<A...>()) {
+      return basic_tensor<T, shape_of_t<X>>{};
+    } else {
+      using args_t = std::tuple<A...>;
+      constexpr std::size_t n = sizeof...(A), c = cross_given ? 1 : 0;
+      constexpr bool item = std::is_integral_v<std::remove_cvref_t<std::tuple_element_t<c, args_t>>>;
+      constexpr std::size_t first = c + (item ? 1 : 0);  // the first mask
+      constexpr bool has_ctx = attnx::detail::is_context_arg<std::tuple_element_t<n - 1, args_t>>;
+      const auto args = std::forward_as_tuple(a...);
+      const context& ctx = [&]() -> const context& {
+        if constexpr (has_ctx) return std::get<n - 1>(args);
+        else return current_context();
+      }();
+      const std::size_t b = [&] {
+        if constexpr (item) return static_cast<std::size_t>(std::get<c>(args));
+        else return std::size_t{0};
+      }();
+      const auto self = [&](const auto& in) {
+        return [&]<std::size_t... I>(std::index_sequence<I...>) {
+          if constexpr (item) return attn.step(in, cache, b, std::get<first + I>(args)...);
+          else return attn.step(in, cache, std::get<first + I>(args)...);
+        }(std::make_index_sequence<n - first>{});
+      };
+      if constexpr (!cross_given) {
+        return attnx::detail::undoing_appends(cache, [&] { return step_impl<true>(x, self, none{}, ctx); });
+      } else {
+        const auto& mem = std::get<0>(args);
+        if constexpr (detail::is_cross_cached<std::remove_cvref_t<decltype(mem)>>) {
+          if constexpr (item) cross_attn.check_memory_input(x, *mem.cache, b);  // before the self-attention appends
+          else cross_attn.check_memory_input(x, *mem.cache);
+          return attnx::detail::undoing_appends(cache, [&] { return step_impl<true>(x, self, cached_attend(mem, b, ctx), ctx); });
+        } else {
+          return attnx::detail::undoing_appends(cache, [&] { return step_impl<true>(x, self, memory_attend(mem), ctx); });
+        }
+      }
+    }
+  }
+
   // x's element type must be the block's (Quiet: an earlier rule failed, no second error).
   template <class X, bool Quiet>
   static constexpr bool check_type() {
@@ -212,8 +271,9 @@ struct transformer_block {
                   "CrossAttention parameter is false)");
     static_assert(!CrossAttention || !given || first ||
                       error::holds<error::block_cross_memory_must_follow_x<error::cross_attention<CrossAttention>>>,
-                  "attnx: nn::transformer_block: nn::cross(memory, ...) must come right after x: "
-                  "forward(x, nn::cross(memory, memory masks...), masks...)");
+                  "attnx: nn::transformer_block: nn::cross(memory, ...) must come right after x (forward) or the "
+                  "cache (step): forward(x, nn::cross(memory, memory masks...), masks...), step(x, cache, "
+                  "nn::cross(memory)[, b], masks...)");
     return CrossAttention ? first : !given;
   }
   // The cross-attention sub-layer as a callable of its input: over a memory and its masks (projected at each call),
