@@ -1,5 +1,5 @@
 // A double bias for attention over a float cache. One error.
-// expect: attnx: attend\(q, cache\): additive\(m\) must have the cache's type T
+// expect: attnx: partial_attention\(q, cache\): additive\(m\) must have the cache's type T
 // expect: attend_cache_additive_mask_element_type_differs<attnx::error::element_type<double>, attnx::error::target_element_type<float>
 #include <attnx/attnx.hpp>
 int main() {

@@ -1,5 +1,5 @@
 // attend over a cache with masks and a q of rank 3: the rank rule of attend without masks, once. One error.
-// expect: attnx: attend\(q, cache\): q must be \(B, heads, n, d_k\)
+// expect: attnx: partial_attention\(q, cache\): q must be \(B, heads, n, d_k\)
 #include <attnx/attnx.hpp>
 int main() {
   attnx::kv_cache<float, 2, 8> cache(2, 8);

@@ -1,6 +1,6 @@
 // Seven masks in one attend over a cache (the kernel's program holds the scale, six masks and the causal order).
 // One error.
-// expect: attnx: attend\(q, cache\): at most six masks
+// expect: attnx: partial_attention\(q, cache\): at most six masks
 // expect: attend_cache_too_many_masks<attnx::error::mask_count<7>
 #include <attnx/attnx.hpp>
 int main() {

@@ -492,6 +492,8 @@ BOOST_AUTO_TEST_CASE(states_over_caches) {
   attnx::kv_cache<double, G, d> wider(B + 1, 4);
   BOOST_CHECK_EXCEPTION((void)attnx::attend(qt, wider), attnx::extent_error,
                         says({"attend(q, cache): q's batch must be the cache's: q_batch 2, cache_batch 3"}));
+  BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, wider), attnx::extent_error,
+                        says({"partial_attention(q, cache): q's batch must be the cache's: q_batch 2, cache_batch 3"}));
   // ... except a cache of one item with cache_keys::all, which every item of q reads (a prefix stored once; the kernel
   // takes the items' rows as rows of one problem): the tokens stored in every item give the same within rounding
   // (double, and bf16 under float queries); causal rows still refuse it
@@ -649,7 +651,7 @@ BOOST_AUTO_TEST_CASE(masked_attention_over_caches) {
                               "mask_keys 5, keys 6"}));
   attnx::tensor<bool, attnx::dyn, 1, 1, cap> items(3);
   BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, suffix, attnx::allowed(items)), attnx::extent_error,
-                        says({"attend(q, cache): a mask's batch axis must be q's batch (or 1 in its type): mask_batch 3, q_batch 2"}));
+                        says({"partial_attention(q, cache): a mask's batch axis must be q's batch (or 1 in its type): mask_batch 3, q_batch 2"}));
   attnx::tensor<bool, attnx::dyn, cap> rows(3);
   BOOST_CHECK_EXCEPTION((void)attnx::partial_attention(qt, prefix, attnx::cache_keys::all, attnx::blocked(rows)),
                         attnx::extent_error, says({"a mask's row axis must be q's rows (or 1 in its type): mask_rows 3, query_rows 2"}));

@@ -31,6 +31,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -436,21 +437,23 @@ decltype(auto) with_cache_masks(const F& f, const K&... ks) {
 // A mask's run-time rules against the scores (items, heads, rows, keys) = want, of which it spans the last
 // `frame` axes (4, or 3 without the items), its strides set: each extent want's or 1 in its type, but the key
 // axis, which must hold want[3] keys at least (the most any item holds). rule, fact, want_fact: per axis, the
-// rule's text and the two sizes' names of the error.
+// rule's text (after the caller's name and ": ") and the two sizes' names of the error.
 struct cache_mask_texts {
   const char* rule[4];
   const char* fact[4];
   const char* want_fact[4];
 };
 template <class T>
-void cache_mask_strides(cache_mask<T>& m, std::size_t frame, const std::array<std::size_t, 4>& want, const cache_mask_texts& text) {
+void cache_mask_strides(cache_mask<T>& m, std::size_t frame, const std::array<std::size_t, 4>& want, std::string_view caller,
+                        const cache_mask_texts& text) {
   const std::size_t at = 4 - frame;  // the scores' axes are the last `frame` of the four
   m.stride = {};
   std::ptrdiff_t stride = 1;
   for (std::size_t i = m.rank; i-- > 0;) {
     const std::size_t a = at + i + frame - m.rank;  // the axis of (item, head, row, key)
     const std::size_t e = m.dims[i];
-    if (!m.unit[i] && (a == 3 ? e < want[3] : e != want[a])) throw_extent_error(text.rule[a], text.fact[a], e, text.want_fact[a], want[a]);
+    if (!m.unit[i] && (a == 3 ? e < want[3] : e != want[a]))
+      throw_extent_error(std::string(caller) + ": " + text.rule[a], text.fact[a], e, text.want_fact[a], want[a]);
     m.stride[a] = m.unit[i] ? 0 : stride;
     stride *= static_cast<std::ptrdiff_t>(e);
   }
@@ -468,7 +471,7 @@ kernels::score_step<T> cache_mask_step(const cache_mask<T>& m, std::ptrdiff_t of
   }
   return st;
 }
-enum class mask_caller { step, attend };
+enum class mask_caller { step, attend, partial };
 // The rules on the masks among A0, A... (the other arguments pass), one error for the first that fails: an additive
 // mask of type T; each mask's static extents against the scores' (Scores, keys dyn: the forward pass's mask rule).
 template <mask_caller C, class T, class Scores, class A0, class... A>
@@ -490,6 +493,10 @@ constexpr bool cache_masks_ok() {
                           error::holds<error::attend_cache_additive_mask_element_type_differs<
                               error::element_type<value_t<M>>, error::target_element_type<T>>>,
                       "attnx: attend(q, cache): additive(m) must have the cache's type T");
+        static_assert(C != mask_caller::partial || type_ok ||
+                          error::holds<error::attend_cache_additive_mask_element_type_differs<
+                              error::element_type<value_t<M>>, error::target_element_type<T>>>,
+                      "attnx: partial_attention(q, cache): additive(m) must have the cache's type T");
         if constexpr (!type_ok) return false;
         else return rules::check_mask_shape<Scores, shape_of_t<M>>();
       }
@@ -511,29 +518,39 @@ enum class cache_keys : unsigned char { causal_rows, all };
 namespace detail {
 // attend / partial_attention over a cache: q (B, heads, n, d_k) checked; the output (B, heads, n, d_v) and, with
 // with_lse, each row's log-sum-exp (B, heads, n).
-template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
-auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale, const context& ctx, bool with_lse,
+// Partial: partial_attention (each row's log-sum-exp too), else attend; the messages name the one called.
+template <bool Partial, class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
+auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale, const context& ctx,
                     cache_keys keys = cache_keys::causal_rows, std::span<cache_mask<T>> masks = {}) {
   using SQ = shape_of_t<Q>;
   using result = tensor<T, dyn, dyn, dyn, Dv>;
   using state = attention_state<T, shape_of_t<result>>;
+  constexpr bool with_lse = Partial;
   constexpr bool rank_ok = SQ::rank == 4;
-  static_assert(rank_ok, "attnx: attend(q, cache): q must be (B, heads, n, d_k)");
+  static_assert(Partial || rank_ok, "attnx: attend(q, cache): q must be (B, heads, n, d_k)");
+  static_assert(!Partial || rank_ok, "attnx: partial_attention(q, cache): q must be (B, heads, n, d_k)");
   constexpr bool dk_ok = !rank_ok || may_equal_extents(SQ::cols, Dk);
-  static_assert(dk_ok, "attnx: attend(q, cache): q's last axis must be the cache's d_k");
+  static_assert(Partial || dk_ok, "attnx: attend(q, cache): q's last axis must be the cache's d_k");
+  static_assert(!Partial || dk_ok, "attnx: partial_attention(q, cache): q's last axis must be the cache's d_k");
   constexpr bool heads_ok = !rank_ok || SQ::extents[1] == dyn || SQ::extents[1] % G == 0;
-  static_assert(heads_ok, "attnx: attend(q, cache): q's heads must be a multiple of the cache's kv_heads");
+  static_assert(Partial || heads_ok, "attnx: attend(q, cache): q's heads must be a multiple of the cache's kv_heads");
+  static_assert(!Partial || heads_ok,
+                "attnx: partial_attention(q, cache): q's heads must be a multiple of the cache's kv_heads");
   constexpr bool type_ok = std::is_same_v<value_t<Q>, T>;
-  static_assert(type_ok || !rank_ok || !dk_ok || !heads_ok, "attnx: attend(q, cache): q must have the cache's type T");
-  if constexpr (rank_ok && dk_ok && heads_ok && type_ok) {
+  constexpr bool earlier_ok = rank_ok && dk_ok && heads_ok;
+  static_assert(Partial || type_ok || !earlier_ok, "attnx: attend(q, cache): q must have the cache's type T");
+  static_assert(!Partial || type_ok || !earlier_ok, "attnx: partial_attention(q, cache): q must have the cache's type T");
+  if constexpr (earlier_ok && type_ok) {
     const basic_tensor<T, SQ> qt = q;
     const auto d = qt.dims();
-    if (d[3] != Dk) detail::throw_extent_error("attend(q, cache): q's last axis must be the cache's d_k", "q_features", d[3], "d_k", Dk);
+    const std::string_view fn = Partial ? "partial_attention(q, cache)" : "attend(q, cache)";
+    const auto rule = [&](const char* text) { return std::string(fn) + text; };
+    if (d[3] != Dk) detail::throw_extent_error(rule(": q's last axis must be the cache's d_k"), "q_features", d[3], "d_k", Dk);
     const bool one_item = keys == cache_keys::all && cache.batch() == 1;  // read by every item of q
     if (d[0] != cache.batch() && !one_item)
-      detail::throw_extent_error("attend(q, cache): q's batch must be the cache's", "q_batch", d[0], "cache_batch", cache.batch());
+      detail::throw_extent_error(rule(": q's batch must be the cache's"), "q_batch", d[0], "cache_batch", cache.batch());
     if (d[1] % G != 0)
-      detail::throw_extent_error("attend(q, cache): q's heads must be a multiple of the cache's kv_heads", "heads", d[1], "kv_heads", G);
+      detail::throw_extent_error(rule(": q's heads must be a multiple of the cache's kv_heads"), "heads", d[1], "kv_heads", G);
     state s{result(d[0], d[1], d[2]), basic_tensor<T, typename state::lse_shape>(with_lse ? d[0] : 0, d[1], d[2])};
     const auto H = static_cast<std::ptrdiff_t>(d[1]), N = static_cast<std::ptrdiff_t>(d[2]);
     const kernels::strided<const T> qs{qt.data(), H * N * static_cast<std::ptrdiff_t>(Dk), N * static_cast<std::ptrdiff_t>(Dk),
@@ -544,16 +561,15 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
     std::array<kernels::score_step<T>, kernels::max_score_steps> steps{};
     if (!masks.empty()) {
       static constexpr cache_mask_texts texts{
-          {"attend(q, cache): a mask's batch axis must be q's batch (or 1 in its type)",
-           "attend(q, cache): a mask's heads axis must be q's heads (or 1 in its type)",
-           "attend(q, cache): a mask's row axis must be q's rows (or 1 in its type)",
-           "attend(q, cache): a mask's key axis must cover every key an item holds (or be 1 in its type)"},
+          {"a mask's batch axis must be q's batch (or 1 in its type)", "a mask's heads axis must be q's heads (or 1 in its type)",
+           "a mask's row axis must be q's rows (or 1 in its type)",
+           "a mask's key axis must cover every key an item holds (or be 1 in its type)"},
           {"mask_batch", "mask_heads", "mask_rows", "mask_keys"},
           {"q_batch", "heads", "query_rows", "keys"}};
       std::size_t held = 0;  // the most keys an item of q sees
       for (std::size_t b = 0; b < d[0]; ++b) held = alg::max(held, cache.length(one_item ? 0 : b));
       for (std::size_t i = 0; i < masks.size(); ++i) {
-        cache_mask_strides(masks[i], 4, {d[0], d[1], d[2], held}, texts);
+        cache_mask_strides(masks[i], 4, {d[0], d[1], d[2], held}, fn, texts);
         steps[i] = cache_mask_step(masks[i], 0, masks[i].stride[0]);
       }
     }
@@ -571,10 +587,16 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
 template <class A, class T>
 concept cache_mask_arg = !std::is_convertible_v<const A&, T> && !std::is_base_of_v<context, std::remove_cvref_t<A>> &&
                          !std::is_same_v<std::remove_cvref_t<A>, cache_keys>;
+// The overloads with masks take the arguments after the cache (after cache_keys) when the first is no scale,
+// context or cache_keys, or when a mask comes later (a scale or a context before the masks: the order rule says so,
+// rather than "no matching function").
+template <class T, class A0, class... A>
+concept cache_masked_args = (cache_mask_arg<A0, T> || (is_cache_mask<A> || ...)) &&
+                            !std::is_same_v<std::remove_cvref_t<A0>, cache_keys>;
 // attend / partial_attention with masks: the rules on the arguments after the cache, one error for the first that
 // fails: masks (allowed / blocked / additive), then at most a scale, then at most a context; at most six masks;
 // the masks' types and extents (cache_masks_ok) against the scores (B, heads, n, keys) of q.
-template <class T, class SQ, class... A>
+template <bool Partial, class T, class SQ, class... A>
 constexpr bool attend_cache_rules() {
   constexpr std::size_t n = sizeof...(A);
   constexpr std::size_t masks = [] {
@@ -598,29 +620,35 @@ constexpr bool attend_cache_rules() {
     return bad;
   }();
   using bad_t = std::tuple_element_t<bad_arg < n ? bad_arg : 0, std::tuple<A...>>;
-  static_assert(bad_arg == n || error::holds<error::attend_cache_arguments_out_of_order<error::argument_position<bad_arg + 1>,
-                                                                                        error::argument_type<bad_t>>>,
+  using order_fact = error::attend_cache_arguments_out_of_order<error::argument_position<bad_arg + 1>, error::argument_type<bad_t>>;
+  static_assert(Partial || bad_arg == n || error::holds<order_fact>,
                 "attnx: attend(q, cache): after the cache come the masks (allowed(m), blocked(m) or additive(m)), then "
                 "at most a scale, then at most a context");
+  static_assert(!Partial || bad_arg == n || error::holds<order_fact>,
+                "attnx: partial_attention(q, cache): after the cache (and cache_keys) come the masks (allowed(m), "
+                "blocked(m) or additive(m)), then at most a scale, then at most a context");
   constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
-  static_assert(bad_arg < n || masks <= max_masks || error::holds<error::attend_cache_too_many_masks<error::mask_count<masks>>>,
+  using count_fact = error::attend_cache_too_many_masks<error::mask_count<masks>>;
+  static_assert(Partial || bad_arg < n || masks <= max_masks || error::holds<count_fact>,
                 "attnx: attend(q, cache): at most six masks");
+  static_assert(!Partial || bad_arg < n || masks <= max_masks || error::holds<count_fact>,
+                "attnx: partial_attention(q, cache): at most six masks");
   if constexpr (bad_arg < n || masks > max_masks) {
     return false;
   } else {
     using scores = shape<axis<anon, SQ::extents[0]>, axis<anon, SQ::extents[1]>, axis<anon, SQ::extents[2]>, axis<anon, dyn>>;
-    return cache_masks_ok<mask_caller::attend, T, scores, A...>();
+    return cache_masks_ok<Partial ? mask_caller::partial : mask_caller::attend, T, scores, A...>();
   }
 }
 // attend / partial_attention with masks: a (masks, then perhaps a scale, then perhaps a context) checked, then
 // attend_checked with them.
-template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class... A>
-auto attend_masked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, bool with_lse, cache_keys keys, const A&... a) {
+template <bool Partial, class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class... A>
+auto attend_masked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, const A&... a) {
   using result = tensor<T, dyn, dyn, dyn, Dv>;
   using state = attention_state<T, shape_of_t<result>>;
   if constexpr (shape_of_t<Q>::rank != 4) {
-    return attend_checked(q, cache, T(1), current_context(), with_lse);  // (q's rank rule: its one error)
-  } else if constexpr (!attend_cache_rules<T, shape_of_t<Q>, A...>()) {
+    return attend_checked<Partial>(q, cache, T(1), current_context());  // (q's rank rule: its one error)
+  } else if constexpr (!attend_cache_rules<Partial, T, shape_of_t<Q>, A...>()) {
     return state{};
   } else {
     constexpr std::size_t masks = (std::size_t{is_cache_mask<A>} + ... + 0);
@@ -636,7 +664,7 @@ auto attend_masked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, bool with
     }(std::make_index_sequence<sizeof...(A) - masks>{});
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return with_cache_masks<T>(
-          [&](std::span<cache_mask<T>> ms) { return attend_checked(q, cache, scale, *ctx, with_lse, keys, ms); },
+          [&](std::span<cache_mask<T>> ms) { return attend_checked<Partial>(q, cache, scale, *ctx, keys, ms); },
           std::get<I>(args)...);
     }(std::make_index_sequence<masks>{});
   }
@@ -649,11 +677,11 @@ auto attend_masked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, bool with
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, std::type_identity_t<T> scale,
             const context& ctx = current_context()) {
-  return detail::attend_checked(q, cache, scale, ctx, false).out;
+  return detail::attend_checked<false>(q, cache, scale, ctx).out;
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
-  return detail::attend_checked(q, cache, T(1) / math::sqrt(T(Dk)), ctx, false).out;
+  return detail::attend_checked<false>(q, cache, T(1) / math::sqrt(T(Dk)), ctx).out;
 }
 // The same as an attention state (state.hpp): out (B, heads, n, d_v) and lse (B, heads, n), to merge with the
 // states of keys held elsewhere: a shared prefix in one cache (cache_keys::all) and each sequence's own tokens in
@@ -663,21 +691,21 @@ auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& c
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, std::type_identity_t<T> scale,
                        const context& ctx = current_context()) {
-  return detail::attend_checked(q, cache, scale, ctx, true, keys);
+  return detail::attend_checked<true>(q, cache, scale, ctx, keys);
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, std::type_identity_t<T> scale,
                        const context& ctx = current_context()) {
-  return detail::attend_checked(q, cache, scale, ctx, true);
+  return detail::attend_checked<true>(q, cache, scale, ctx);
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys,
                        const context& ctx = current_context()) {
-  return detail::attend_checked(q, cache, T(1) / math::sqrt(T(Dk)), ctx, true, keys);
+  return detail::attend_checked<true>(q, cache, T(1) / math::sqrt(T(Dk)), ctx, keys);
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const context& ctx = current_context()) {
-  return detail::attend_checked(q, cache, T(1) / math::sqrt(T(Dk)), ctx, true);
+  return detail::attend_checked<true>(q, cache, T(1) / math::sqrt(T(Dk)), ctx);
 }
 
 // With masks: attend(q, cache, masks...[, scale][, ctx]), partial_attention(q, cache[, keys], masks...[, scale][,
@@ -688,19 +716,19 @@ auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const
 // with no visible key gives 0 (lse -inf). Static extents, element types and the arguments' order are checked at
 // compile time (one error each), the rest before anything runs (std::invalid_argument naming the axis and both sizes).
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
-  requires detail::cache_mask_arg<A0, T>
+  requires detail::cache_masked_args<T, A0, A...>
 auto attend(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const A0& a0, const A&... a) {
-  return detail::attend_masked(q, cache, false, cache_keys::causal_rows, a0, a...).out;
+  return detail::attend_masked<false>(q, cache, cache_keys::causal_rows, a0, a...).out;
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
-  requires detail::cache_mask_arg<A0, T>
+  requires detail::cache_masked_args<T, A0, A...>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, const A0& a0, const A&... a) {
-  return detail::attend_masked(q, cache, true, cache_keys::causal_rows, a0, a...);
+  return detail::attend_masked<true>(q, cache, cache_keys::causal_rows, a0, a...);
 }
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S, expression Q, class A0, class... A>
-  requires detail::cache_mask_arg<A0, T>
+  requires detail::cache_masked_args<T, A0, A...>
 auto partial_attention(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, cache_keys keys, const A0& a0, const A&... a) {
-  return detail::attend_masked(q, cache, true, keys, a0, a...);
+  return detail::attend_masked<true>(q, cache, keys, a0, a...);
 }
 
 }  // namespace attnx

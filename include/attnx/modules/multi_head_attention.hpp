@@ -749,15 +749,16 @@ class multi_head_attention {
       keys = alg::max(keys, cache.length(b0 + b) + counts[b]);
     }
     static constexpr detail::cache_mask_texts texts{
-        {"multi_head_attention::step: a mask's batch axis must be the cache's batch (or 1 in its type)",
-         "multi_head_attention::step: a mask's heads axis must be the module's heads (or 1 in its type)",
-         "multi_head_attention::step: a mask's row axis must be the new rows (all the items' rows with rows per item; or 1 in its type)",
-         "multi_head_attention::step: a mask's key axis must cover every key an item holds after the append (or be 1 in its type)"},
+        {"a mask's batch axis must be the cache's batch (or 1 in its type)",
+         "a mask's heads axis must be the module's heads (or 1 in its type)",
+         "a mask's row axis must be the new rows (all the items' rows with rows per item; or 1 in its type)",
+         "a mask's key axis must cover every key an item holds after the append (or be 1 in its type)"},
         {"mask_batch", "mask_heads", "mask_rows", "mask_keys"},
         {"cache_batch", "heads", "query_rows", "keys"}};
     for (detail::cache_mask<T>& m : masks)
       detail::cache_mask_strides(m, masks_by_item ? 4 : 3,
-                                 {counts.size(), heads, masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys}, texts);
+                                 {counts.size(), heads, masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys},
+                                 "multi_head_attention::step", texts);
     const rows_view xr(x, N);
     tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);
