@@ -46,7 +46,8 @@ inline attnx::kernels::attention_problem<float> problem(qkv& x, bool causal) {
 template <class KV>
 attnx::kernels::attention_problem<float> decode_problem(const float* q, float* o, const KV* k, const KV* v, std::size_t H,
                                                         std::size_t lq, std::size_t lk, std::size_t d,
-                                                        attnx::kernels::kv_storage storage = attnx::kernels::kv_storage::same) {
+                                                        attnx::kernels::kv_storage storage = attnx::kernels::kv_storage::same,
+                                                        std::size_t kv_heads = 0) {
   const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
   attnx::kernels::attention_problem<float> p;
   p.q = {q, 0, sz(lq * d), sz(d)};
@@ -59,7 +60,8 @@ attnx::kernels::attention_problem<float> decode_problem(const float* q, float* o
     p.k16 = {reinterpret_cast<const std::uint16_t*>(k), 0, sz(lk * d), sz(d)};
     p.v16 = {reinterpret_cast<const std::uint16_t*>(v), 0, sz(lk * d), sz(d)};
   }
-  p.heads = p.kv_heads = H;
+  p.heads = H;
+  p.kv_heads = kv_heads ? kv_heads : H;  // (K and V: kv_heads matrices of lk x d)
   p.lq = lq;
   p.lk = lk;
   p.dk = p.dv = d;

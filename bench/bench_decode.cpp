@@ -8,6 +8,9 @@
 //   BM_pair_<bf16|f16>/H/Lq/Lk/threads/min_time:1.000  fp32 and 16-bit K/V on the same cell in alternation (L_k
 //                                     >= 16384): the 16-bit speed-up measured under the same conditions (see pair
 //                                     and pair_args below)
+//   BM_gqa_<fp32|bf16>/H/G/Lq/Lk/threads   the same with H query heads over G KV heads (GQA: H / G query heads
+//                                     a KV head, so L_q 1 and 2 give 4 and 8 rows a KV head at H 32, G 8); bytes
+//                                     2 G Lk d, no target of issue 11 (reported beside them)
 //   BM_fma/threads:T                  the arithmetic ceiling: register-resident FMA chains on T threads
 //                                     (FLOPS_PEAK, floating-point operations per second; fma_now)
 // Counters: BYTES = bytes of K and V read per second (the bandwidth-floor comparison), FLOPS = 4 H Lq Lk d
@@ -204,32 +207,43 @@ const char* storage_name(attnx::kernels::kv_storage s) {
   return s == attnx::kernels::kv_storage::same ? "fp32" : s == attnx::kernels::kv_storage::bf16 ? "bf16" : "f16";
 }
 
-// One evaluation of the decode problem (H heads = KV heads, Lq rows, Lk keys) on copy r of c.
+// One evaluation of the decode problem (H query heads over G KV heads, G = H but for the GQA cells; Lq rows, Lk
+// keys) on copy r of c.
 template <class KV>
 void run_once(const cache_copies<KV>& c, std::size_t r, std::vector<float>& q, std::vector<float>& o, std::size_t H,
-              std::size_t Lq, std::size_t Lk, unsigned threads, attnx::kernels::kv_storage storage, attnx::simd::isa isa) {
-  const auto p = bench::decode_problem(q.data(), o.data(), c.k(r), c.v(r), H, Lq, Lk, d, storage);
+              std::size_t Lq, std::size_t Lk, unsigned threads, attnx::kernels::kv_storage storage, attnx::simd::isa isa,
+              std::size_t G = 0) {
+  const auto p = bench::decode_problem(q.data(), o.data(), c.k(r), c.v(r), H, Lq, Lk, d, storage, G);
   attnx::kernels::flash_attention(p, isa, threads);
   benchmark::DoNotOptimize(o.data());
   benchmark::ClobberMemory();
 }
 
 template <class KV>
-void decode(benchmark::State& state, attnx::kernels::kv_storage storage) {
-  const auto H = std::size_t(state.range(0)), Lq = std::size_t(state.range(1)), Lk = std::size_t(state.range(2));
-  const auto threads = unsigned(state.range(3));
-  const cache_copies<KV> c(H, Lk);
+void decode_cell(benchmark::State& state, attnx::kernels::kv_storage storage, std::size_t H, std::size_t G, std::size_t Lq,
+                 std::size_t Lk, unsigned threads) {
+  const cache_copies<KV> c(G, Lk);
   std::vector<float> q(H * Lq * d, 0.05f), o(H * Lq * d);
   const attnx::simd::isa isa = attnx::default_context().isa();
   std::size_t it = 0;
   const double before = floor_now(threads), fma_before = fma_now(threads);
-  for (auto _ : state) run_once(c, it++ % c.n, q, o, H, Lq, Lk, threads, storage, isa);
-  state.counters["BYTES"] = benchmark::Counter(double(2 * H * Lk * d * sizeof(KV)), benchmark::Counter::kIsIterationInvariantRate);
+  for (auto _ : state) run_once(c, it++ % c.n, q, o, H, Lq, Lk, threads, storage, isa, G);
+  state.counters["BYTES"] = benchmark::Counter(double(2 * G * Lk * d * sizeof(KV)), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["FLOPS"] = benchmark::Counter(4.0 * double(H * Lq * Lk * d), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["copies"] = double(c.n);
   state.counters["FLOOR"] = (before + floor_now(threads)) / 2;
   state.counters["FMA_PEAK"] = (fma_before + fma_now(threads)) / 2;
   state.SetLabel(std::string(storage_name(storage)) + " " + std::string(attnx::simd::name(isa)));
+}
+template <class KV>
+void decode(benchmark::State& state, attnx::kernels::kv_storage storage) {
+  const auto H = std::size_t(state.range(0));
+  decode_cell<KV>(state, storage, H, H, std::size_t(state.range(1)), std::size_t(state.range(2)), unsigned(state.range(3)));
+}
+template <class KV>
+void gqa(benchmark::State& state, attnx::kernels::kv_storage storage) {
+  decode_cell<KV>(state, storage, std::size_t(state.range(0)), std::size_t(state.range(1)), std::size_t(state.range(2)),
+                  std::size_t(state.range(3)), unsigned(state.range(4)));
 }
 
 // The 16-bit targets compare two speeds. This host's bandwidth moves by up to 2x from minute to minute, so two
@@ -276,6 +290,8 @@ void pair(benchmark::State& state, attnx::kernels::kv_storage storage) {
 void BM_decode_fp32(benchmark::State& s) { decode<float>(s, attnx::kernels::kv_storage::same); }
 void BM_decode_bf16(benchmark::State& s) { decode<attnx::bf16>(s, attnx::kernels::kv_storage::bf16); }
 void BM_decode_f16(benchmark::State& s) { decode<attnx::f16>(s, attnx::kernels::kv_storage::f16); }
+void BM_gqa_fp32(benchmark::State& s) { gqa<float>(s, attnx::kernels::kv_storage::same); }
+void BM_gqa_bf16(benchmark::State& s) { gqa<attnx::bf16>(s, attnx::kernels::kv_storage::bf16); }
 void BM_pair_bf16(benchmark::State& s) { pair<attnx::bf16>(s, attnx::kernels::kv_storage::bf16); }
 void BM_pair_f16(benchmark::State& s) { pair<attnx::f16>(s, attnx::kernels::kv_storage::f16); }
 
@@ -328,12 +344,23 @@ void pair_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"H", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 }
 
+// GQA as Llama-style models have it: 32 query heads over 8 KV heads; L_q 1 (a decoding step: 4 rows a KV head) and 2
+// (two draft tokens: 8 rows a KV head, the eight-row loop for fp32).
+void gqa_args(benchmark::internal::Benchmark* b) {
+  for (long t : {1, 2})
+    for (long Lq : {1, 2})
+      for (long Lk : {4096, 16384, 65536}) b->Args({32, 8, Lq, Lk, t});
+  b->ArgNames({"H", "G", "Lq", "Lk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 BENCHMARK(BM_read)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fma)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_decode_fp32)->Apply(decode_args);
 BENCHMARK(BM_decode_bf16)->Apply(decode_args);
 BENCHMARK(BM_decode_f16)->Apply(decode_args);
 BENCHMARK(BM_unfused)->Apply(decode_args);
+BENCHMARK(BM_gqa_fp32)->Apply(gqa_args);
+BENCHMARK(BM_gqa_bf16)->Apply(gqa_args);
 BENCHMARK(BM_pair_bf16)->Apply(pair_args);
 BENCHMARK(BM_pair_f16)->Apply(pair_args);
 

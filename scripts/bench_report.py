@@ -458,6 +458,7 @@ def decode_comparison(path, run_note=""):
     roof = collections.defaultdict(list)  # (impl, H, Lq, Lk, threads) -> [(bytes' share, FMAs' share, GFLOP/s)]
     paired = collections.defaultdict(list)  # (storage, H, Lq, Lk, threads) -> [fp32 time / 16-bit time, in alternation]
     pair_iters = []  # pairs timed per repetition
+    gqa = collections.defaultdict(list)  # (storage, H, G, Lq, Lk, threads) -> [(seconds, the cell's floor in GB/s)]
     for b in data["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
@@ -469,6 +470,10 @@ def decode_comparison(path, run_note=""):
             fma[int(b["threads"])].append(b["FLOPS_PEAK"] / 1e9)
             continue
         f = dict(kv.split(":") for kv in b["name"].split("/")[1:] if ":" in kv)
+        if name.startswith("gqa_"):
+            gqa[(name.replace("gqa_", ""), int(f["H"]), int(f["G"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))].append(
+                (seconds(b, "real_time"), b.get("FLOOR", 0) / 1e9))
+            continue
         if name.startswith("pair_"):
             paired[(name.replace("pair_", ""), int(f["H"]), int(f["Lq"]), int(f["Lk"]), int(f["threads"]))].append(b["X_FP32"])
             pair_iters.append(int(b["iterations"]))
@@ -551,6 +556,27 @@ def decode_comparison(path, run_note=""):
                 if x is not None and ((st, t) not in pworst or x < pworst[(st, t)][0]):
                     pworst[(st, t)] = (x, H, Lq, Lk)
             out.append(f"| {H} | {Lq} | {Lk} | {t} | " + " | ".join(cells) + " |")
+    if gqa:
+        out += ["", "GQA (`BM_gqa_<fp32|bf16>`): H query heads over G KV heads, H / G × L_q rows a KV head sharing one pass "
+                "over its keys (at L_q 2, eight fp32 rows: the eight-row loop; eight 16-bit rows: the blocks). Bytes of K and "
+                "V: 2 G L_k d. `% floor` as above (fp32 bytes, against the floor measured next to each cell); `× fp32` = "
+                "the fp32 time / the bf16 time (medians of cells timed apart). Not among issue 11's targets (its cells have "
+                "H = KV heads); for the figures of the model shapes decoding meets.", "",
+                "| H | G | L_q | rows a KV head | L_k | threads | fp32 ms | % floor | bf16 ms | % floor | × fp32 |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        def gqa_cell(k):
+            v = gqa.get(k)
+            if not v:
+                return None, None
+            fp32_bytes = 2 * k[2] * k[4] * 128 * 4 / 1e9
+            per = [fp32_bytes / (sec * fr) * 100 for sec, fr in v if fr > 0]
+            return statistics.median(sec for sec, _ in v), (statistics.median(per) if per else None)
+        for H, G, Lq, Lk, t in sorted({k[1:] for k in gqa}, key=lambda k: (k[4], k[2], k[3])):
+            f32, pf = gqa_cell(("fp32", H, G, Lq, Lk, t))
+            b16, pb = gqa_cell(("bf16", H, G, Lq, Lk, t))
+            out.append(f"| {H} | {G} | {Lq} | {H // G * Lq} | {Lk} | {t} | {fmt(f32 * 1e3 if f32 else None, '{:.3f}')} | "
+                       f"{fmt(pf, '{:.0f}%')} | {fmt(b16 * 1e3 if b16 else None, '{:.3f}')} | {fmt(pb, '{:.0f}%')} | "
+                       f"{fmt(f32 / b16 if f32 and b16 else None, '{:.2f}×')} |")
     if roof:
         out += roofline_table(roof, fma)
     out += ["", "External reference (not measured here; ggml is not a dependency): the figures quoted in issue 11 for "
