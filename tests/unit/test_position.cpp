@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "naive.hpp"
@@ -41,7 +42,8 @@ void fill_from(Tn& t, const mat& m) {
 // Causal self-attention with RoPE in double loops: project (no biases), rotate each head's rows by their
 // position, attention per head (query head h reads key/value head h / (H / Hkv)), W_O. x (B, L, Dm).
 mat rope_mha_reference(const mat& xs, const mat& wq, const mat& wk, const mat& wv, const mat& wo, std::size_t B,
-                       std::size_t L, std::size_t Dm, std::size_t H, std::size_t Hkv, rope_style Style) {
+                       std::size_t L, std::size_t Dm, std::size_t H, std::size_t Hkv, rope_style Style,
+                       std::size_t window = 0) {  // window w > 0: row i sees keys i - w + 1 .. i only
   const std::size_t d = Dm / H;
   mat want(B * L * Dm);
   for (std::size_t b = 0; b < B; ++b) {
@@ -61,7 +63,8 @@ mat rope_mha_reference(const mat& xs, const mat& wq, const mat& wk, const mat& w
           kh[l * d + c] = k[l * Hkv * d + (h / (H / Hkv)) * d + c];
           vh[l * d + c] = v[l * Hkv * d + (h / (H / Hkv)) * d + c];
         }
-      const mat oh = naive::attention(qh, kh, vh, L, L, d, d, [](std::size_t i, std::size_t j) { return j <= i; });
+      const mat oh = naive::attention(qh, kh, vh, L, L, d, d,
+                                      [&](std::size_t i, std::size_t j) { return j <= i && (window == 0 || i - j < window); });
       for (std::size_t l = 0; l < L; ++l)
         for (std::size_t c = 0; c < d; ++c) merged[l * H * d + h * d + c] = oh[l * d + c];
     }
@@ -200,17 +203,31 @@ static_assert([] {
 }());
 
 // ---- multi_head_attention with RoPE ------------------------------------------------------------------------
-template <rope_style Style>
-void mha_rope_case() {
-  constexpr std::size_t B = 2, L = 6, Dm = 16, H = 4, Hkv = 2, d = Dm / H;
+// The RoPE cases' module (d_model 16, 4 heads over 2 KV heads, no biases) and its weights and input (B x L tokens),
+// drawn from seeds seed .. seed + 4.
+template <rope_style Style, std::size_t B, std::size_t L>
+struct rope_setup {
+  static constexpr std::size_t Dm = 16, H = 4, Hkv = 2, d = Dm / H;
   using mha_t = multi_head_attention<double, Dm, H, mha_options{.kv_heads = Hkv, .bias = false, .rope = Style}>;
-  const mat wq = naive::random(Dm * H * d, 11), wk = naive::random(Dm * Hkv * d, 12), wv = naive::random(Dm * Hkv * d, 13),
-            wo = naive::random(H * d * Dm, 14), xs = naive::random(B * L * Dm, 15, -2, 2);
+  mat wq, wk, wv, wo, xs;
   tensor<double, Dm, H * d> WQ;
   tensor<double, Dm, Hkv * d> WK, WV;
   tensor<double, H * d, Dm> WO;
-  fill_from(WQ, wq), fill_from(WK, wk), fill_from(WV, wv), fill_from(WO, wo);
-  const mha_t mha(WQ, WK, WV, WO);
+  explicit rope_setup(unsigned seed)
+      : wq(naive::random(Dm * H * d, seed)), wk(naive::random(Dm * Hkv * d, seed + 1)), wv(naive::random(Dm * Hkv * d, seed + 2)),
+        wo(naive::random(H * d * Dm, seed + 3)), xs(naive::random(B * L * Dm, seed + 4, -2, 2)) {
+    fill_from(WQ, wq), fill_from(WK, wk), fill_from(WV, wv), fill_from(WO, wo);
+  }
+  mha_t module() const { return mha_t(WQ, WK, WV, WO); }
+};
+
+template <rope_style Style>
+void mha_rope_case() {
+  constexpr std::size_t B = 2, L = 6, Dm = 16, H = 4, Hkv = 2, d = Dm / H;
+  const rope_setup<Style, B, L> su(11);
+  const mat &wq = su.wq, &wk = su.wk, &wv = su.wv, &wo = su.wo, &xs = su.xs;
+  const auto &WQ = su.WQ, &WK = su.WK, &WV = su.WV, &WO = su.WO;
+  const auto mha = su.module();
   tensor<double, B, L, Dm> x;
   fill_from(x, xs);
   const tensor<double, B, L, Dm> y = mha(x, causal);
@@ -298,6 +315,59 @@ static_assert(nn::transformer_block<float, 16, 4, 32, nn::activation::gelu, nn::
 static_assert(nn::transformer_block<float, 16, 4, 32, nn::activation::gelu, nn::norm_position::pre,
                                     mha_options{.rope = rope_style::half}, true>::attention_type::options.rope ==
               rope_style::half);
+// A sliding window of Win keys over a cache whose oldest tokens drop_front takes out: every row rotated at its true
+// position (the cache's offset + length) and seeing its last Win tokens, against the double loops with that window.
+// Item 0 in a cache of capacity Win, the window kept exactly (drop_front before each token); item 1 in a cache of
+// capacity Win + 2, tokens dropped three at a time and a blocked(m) mask over the cache's positions for the rest.
+template <rope_style Style>
+void sliding_window_case() {
+  constexpr std::size_t B = 2, L = 11, Dm = 16, H = 4, Hkv = 2, d = Dm / H, Win = 4;
+  const rope_setup<Style, B, L> su(21);
+  const mat &wq = su.wq, &wk = su.wk, &wv = su.wv, &wo = su.wo, &xs = su.xs;
+  const auto mha = su.module();
+  const mat want = rope_mha_reference(xs, wq, wk, wv, wo, B, L, Dm, H, Hkv, Style, Win);
+  const mat causal_want = rope_mha_reference(xs, wq, wk, wv, wo, B, L, Dm, H, Hkv, Style);
+  BOOST_TEST(std::abs(want[(L - 1) * Dm] - causal_want[(L - 1) * Dm]) > 1e-6);  // (the window matters)
+  const auto row = [&](std::size_t b, std::size_t t) {
+    tensor<double, dyn, Dm> r(1);
+    for (std::size_t j = 0; j < Dm; ++j) r(0, j) = xs[(b * L + t) * Dm + j];
+    return r;
+  };
+  kv_cache<double, Hkv, d> exact(1, Win), lazy(1, Win + 2);
+  double err = 0;
+  for (std::size_t t = 0; t < L; ++t) {
+    if (exact.length(0) + 1 > Win) exact.drop_front(0, exact.length(0) + 1 - Win);
+    const tensor<double, dyn, Dm> y0 = mha.step(row(0, t), exact, 0);
+    for (std::size_t j = 0; j < Dm; ++j) err = std::max(err, std::abs(y0(0, j) - want[t * Dm + j]));
+    BOOST_TEST(exact.offset(0) + exact.length(0) == t + 1);
+    if (lazy.length(0) == lazy.capacity()) lazy.drop_front(0, 3);
+    const std::size_t held = lazy.length(0) + 1;  // after the append; the new row is held - 1
+    tensor<bool, 1, Win + 2> old;
+    for (std::size_t j = 0; j < Win + 2; ++j) old(0, j) = j + Win <= held - 1;
+    const tensor<double, dyn, Dm> y1 = mha.step(row(1, t), lazy, 0, blocked(old));
+    for (std::size_t j = 0; j < Dm; ++j) err = std::max(err, std::abs(y1(0, j) - want[(L + t) * Dm + j]));
+  }
+  BOOST_TEST_MESSAGE("sliding window with RoPE: " << err);
+  BOOST_TEST(err < 1e-12);
+  BOOST_TEST(exact.offset(0) == L - Win);
+  BOOST_TEST(lazy.offset(0) + lazy.length(0) == L);
+  // the offset travels with the item's tokens (copy_item, reserve) and goes with reset; drop_front past the length throws
+  kv_cache<double, Hkv, d> two(2, Win);
+  two.copy_item(exact, 0, 1);
+  BOOST_TEST(two.offset(1) == L - Win);
+  BOOST_TEST(two.offset(0) == 0u);
+  two.reserve(2 * Win);
+  BOOST_TEST(two.offset(1) == L - Win);
+  BOOST_TEST(two.key(1, 1, 0, 2) == exact.key(0, 1, 0, 2));
+  BOOST_CHECK_EXCEPTION(two.drop_front(1, Win + 1), std::out_of_range, [](const std::out_of_range& e) {
+    return std::string(e.what()) == "attnx: kv_cache: drop_front: 5 tokens of batch item 1, which holds 4";
+  });
+  two.reset(1);
+  BOOST_TEST(two.offset(1) == 0u);
+}
+BOOST_AUTO_TEST_CASE(sliding_window_interleaved) { sliding_window_case<rope_style::interleaved>(); }
+BOOST_AUTO_TEST_CASE(sliding_window_half) { sliding_window_case<rope_style::half>(); }
+
 BOOST_AUTO_TEST_CASE(mha_rope_interleaved) { mha_rope_case<rope_style::interleaved>(); }
 BOOST_AUTO_TEST_CASE(mha_rope_half) { mha_rope_case<rope_style::half>(); }
 

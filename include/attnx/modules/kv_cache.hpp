@@ -6,6 +6,7 @@
 //                                         // multi_head_attention.hpp); n = 1 decodes, n > 1 is chunked prefill
 //   auto y0 = mha.step(x_t0, cache, 0);   // x_t0 (n, d_model): batch item 0 only (items may differ in length)
 //   cache.length(b); cache.reset(); cache.reset(b); cache.truncate(b, n);
+//   cache.drop_front(b, n); cache.offset(b);  // a sliding window: the oldest tokens out, positions kept (RoPE)
 //   cache.reserve(capacity); cache.copy_item(src, dst); cache.reorder(beams);   // grow; fork; beam search
 //   cache.append(k, v);                   // k (B, n, kv_heads * d_k), v (B, n, kv_heads * d_v): by hand
 //   cache.append(k, v, n); cache.append(b, k, v, n);   // raw memory: n tokens of every item, or of item b
@@ -66,7 +67,8 @@ class kv_cache {
 
   // Every item empty; std::length_error when batch x kv_heads x capacity x d elements overflow std::size_t.
   kv_cache(std::size_t batch, std::size_t capacity)
-      : batch_(batch), cap_(fitting(batch, capacity)), len_(batch), k_(batch * cap_ * KvHeads * Dk), v_(batch * cap_ * KvHeads * Dv) {}  // all zero
+      : batch_(batch), cap_(fitting(batch, capacity)), len_(batch), off_(batch), k_(batch * cap_ * KvHeads * Dk),
+        v_(batch * cap_ * KvHeads * Dv) {}  // all zero
   kv_cache() noexcept : batch_(0), cap_(0) {}  // no item (batch 0, capacity 0)
   kv_cache(const kv_cache&) = default;
   // Copy and swap: a copy that fails to allocate leaves this cache as it was.
@@ -76,8 +78,8 @@ class kv_cache {
   }
   // A cache moved from is empty (batch 0, capacity 0); the target's former rows are freed.
   kv_cache(kv_cache&& o) noexcept
-      : batch_(std::exchange(o.batch_, 0)), cap_(std::exchange(o.cap_, 0)), len_(std::move(o.len_)), k_(std::move(o.k_)),
-        v_(std::move(o.v_)) {}
+      : batch_(std::exchange(o.batch_, 0)), cap_(std::exchange(o.cap_, 0)), len_(std::move(o.len_)), off_(std::move(o.off_)),
+        k_(std::move(o.k_)), v_(std::move(o.v_)) {}
   kv_cache& operator=(kv_cache&& o) noexcept {
     kv_cache old(std::move(o));  // o empty
     swap(old);                   // this cache's former rows leave with old
@@ -87,6 +89,7 @@ class kv_cache {
     std::swap(batch_, o.batch_);
     std::swap(cap_, o.cap_);
     std::swap(len_, o.len_);
+    std::swap(off_, o.off_);
     std::swap(k_, o.k_);
     std::swap(v_, o.v_);
   }
@@ -96,8 +99,36 @@ class kv_cache {
   std::size_t length(std::size_t b) const { return len_[item(b)]; }
   std::span<const std::size_t> lengths() const noexcept { return {len_.data(), len_.size()}; }
 
-  void reset() noexcept { alg::fill_n(len_.data(), len_.size(), std::size_t{0}); }
-  void reset(std::size_t b) { len_[item(b)] = 0; }
+  // The position in its sequence of item b's first held token: the tokens drop_front took out since the item was
+  // last reset (0 unless a window slid). Its tokens are at positions offset(b) .. offset(b) + length(b) - 1; a step
+  // rotates its new rows (RoPE) from offset(b) + length(b).
+  std::size_t offset(std::size_t b) const { return off_[item(b)]; }
+
+  void reset() noexcept {
+    alg::fill_n(len_.data(), len_.size(), std::size_t{0});
+    alg::fill_n(off_.data(), off_.size(), std::size_t{0});
+  }
+  void reset(std::size_t b) { len_[item(b)] = off_[b] = 0; }
+  // Takes item b's n oldest tokens out (n <= its length): the rest move to the front (one copy of them) and keep
+  // their positions (offset(b) grows by n), so that later steps rotate at the sequence's true positions. A
+  // sliding window of w keys: before each step, drop_front(b, length(b) + n - w) when that is positive (a
+  // cache of capacity w then never fills); dropping a few more at a time (a capacity of w + s, s tokens at
+  // once) copies less often. The masks of later steps index the tokens held (cache positions 0 .. length - 1).
+  void drop_front(std::size_t b, std::size_t n) {
+    if (n > len_[item(b)])
+      throw std::out_of_range("attnx: kv_cache: drop_front: " + std::to_string(n) + " tokens of batch item " +
+                              std::to_string(b) + ", which holds " + std::to_string(len_[b]));
+    if (n == 0) return;
+    const std::size_t keep = len_[b] - n;
+    for (std::size_t g = 0; g < KvHeads; ++g) {
+      Store* k = k_.data() + index<Dk>(b, g, 0);
+      Store* v = v_.data() + index<Dv>(b, g, 0);
+      alg::copy_n(k + n * Dk, keep * Dk, k);  // (memmove: the ranges may overlap)
+      alg::copy_n(v + n * Dv, keep * Dv, v);
+    }
+    len_[b] = keep;
+    off_[b] += n;
+  }
   // Keeps the first n tokens of item b (n <= its length): drops rejected speculative tokens, say.
   void truncate(std::size_t b, std::size_t n) {
     if (n > len_[item(b)])
@@ -244,7 +275,7 @@ class kv_cache {
   }
   // Rows past each item's length uninitialised (reserve, reorder: every item's rows are copied in).
   kv_cache(std::size_t batch, std::size_t capacity, uninitialized_t)
-      : batch_(batch), cap_(fitting(batch, capacity)), len_(batch), k_(uninitialized, batch * cap_ * KvHeads * Dk),
+      : batch_(batch), cap_(fitting(batch, capacity)), len_(batch), off_(batch), k_(uninitialized, batch * cap_ * KvHeads * Dk),
         v_(uninitialized, batch * cap_ * KvHeads * Dv) {}
   // capacity, or std::length_error when batch x capacity x kv_heads x max(d_k, d_v) elements overflow std::size_t
   // (checked before cap_'s members allocate anything).
@@ -263,6 +294,7 @@ class kv_cache {
       alg::copy_n(c.v_.data() + c.template index<Dv>(src, g, 0), n * Dv, v_.data() + index<Dv>(dst, g, 0));
     }
     len_[dst] = n;
+    off_[dst] = c.off_[src];
   }
   void write(std::size_t b, const T* k, const T* v, std::size_t n) {
     for (std::size_t t = 0; t < n; ++t)
@@ -324,6 +356,7 @@ class kv_cache {
 
   std::size_t batch_, cap_;
   storage<std::size_t, dyn> len_;  // per item
+  storage<std::size_t, dyn> off_;  // per item: the position of its first held token (drop_front)
   storage<Store, dyn> k_, v_;      // (batch, kv_heads, capacity, d), 64-byte aligned
 };
 

@@ -26,7 +26,8 @@
 //
 // Rotary position encoding (mha_options::rope = rope_style::interleaved or half, rope_base): each head's
 // projected query and key rows rotated by their position (expr/position.hpp) before the scores: positions
-// 0..L-1 in the forward pass, length(b)..length(b)+n-1 in step. Self-attention only: a call with a memory
+// 0..L-1 in the forward pass, p..p+n-1 in step, p = the cache's offset(b) + length(b) (offset: tokens dropped by
+// kv_cache::drop_front, a sliding window). Self-attention only: a call with a memory
 // (cross-attention) does not rotate (positions of two different sequences have no relative meaning). rope_base
 // is an integer (a class-type template argument with a double member is C++20, but clang 14 does not take it).
 //
@@ -766,7 +767,8 @@ class multi_head_attention {
     tensor<T, dyn, heads * d_v> merged(N);
     basic_tensor<T, output_placeholder<SX>> out(dims, uninitialized);
     if constexpr (Opt.rope != rope_style::none)
-      for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b) rotate_rows(q, k, at, cache.length(b0 + b), counts[b]);
+      for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
+        rotate_rows(q, k, at, cache.offset(b0 + b) + cache.length(b0 + b), counts[b]);
     detail::undoing_appends(cache, [&] {
       for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
         cache.append(b0 + b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, counts[b]);
