@@ -375,8 +375,8 @@ BOOST_AUTO_TEST_CASE(encoder_decoder_post_norm) { encoder_decoder_case<nn::norm_
 // Masks on a block's steps (multi_head_attention::step's, through the block): a sliding window of Win keys over
 // the cache, given at each step as blocked(m) over (1, keys) or additive(m) with -inf, the whole batch or item by
 // item (with a context), and on a decoder reading a memory (given as such, or projected into a cache): every row
-// against the loops with the window as the self-attention's mask. A mask that does not cover the keys throws and
-// takes the new tokens out of the cache again.
+// against the loops with the window as the self-attention's mask. A mask that does not cover the keys throws before
+// anything is appended; a memory that fails after the self-attention appended takes the new tokens out again.
 BOOST_AUTO_TEST_CASE(transformer_block_step_with_masks) {
   constexpr std::size_t B = 2, L = 6, D = 16, H = 4, Hid = 32, Win = 3, Ls = 5;
   const auto window = [](std::size_t i, std::size_t j) { return j <= i && i - j < Win; };
@@ -457,6 +457,13 @@ BOOST_AUTO_TEST_CASE(transformer_block_step_with_masks) {
                         test_support::says({"mask_keys 2", "keys 3"}));
   BOOST_TEST(undo.length(0) == 2u);
   BOOST_TEST(undo.length(1) == 2u);
+  kv_cache<double, H, D / H> undo_dec(B, L);
+  (void)dec.step(slice<1>(x, 0, 1), undo_dec, nn::cross(memory), blocked(old_at(0)));
+  const tensor<double, dyn, Ls, D> three_items(3);  // (checked where the cross-attention reads it: after the append)
+  BOOST_CHECK_EXCEPTION((void)dec.step(slice<1>(x, 1, 1), undo_dec, nn::cross(three_items), blocked(old_at(1))),
+                        extent_error, test_support::says({"memory_batch 3", "input_batch 2"}));
+  BOOST_TEST(undo_dec.length(0) == 1u);
+  BOOST_TEST(undo_dec.length(1) == 1u);
 }
 
 // 3. A block verified at compile time: d_model 4, 2 heads, hidden 8, causal, L = 3, every element against

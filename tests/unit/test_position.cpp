@@ -226,7 +226,10 @@ void mha_rope_case() {
   constexpr std::size_t B = 2, L = 6, Dm = 16, H = 4, Hkv = 2, d = Dm / H;
   const rope_setup<Style, B, L> su(11);
   const mat &wq = su.wq, &wk = su.wk, &wv = su.wv, &wo = su.wo, &xs = su.xs;
-  const auto &WQ = su.WQ, &WK = su.WK, &WV = su.WV, &WO = su.WO;
+  const auto& WQ = su.WQ;
+  const auto& WK = su.WK;
+  const auto& WV = su.WV;
+  const auto& WO = su.WO;
   const auto mha = su.module();
   tensor<double, B, L, Dm> x;
   fill_from(x, xs);
@@ -362,8 +365,29 @@ void sliding_window_case() {
   BOOST_CHECK_EXCEPTION(two.drop_front(1, Win + 1), std::out_of_range, [](const std::out_of_range& e) {
     return std::string(e.what()) == "attnx: kv_cache: drop_front: 5 tokens of batch item 1, which holds 4";
   });
+  kv_cache<double, Hkv, d> three(3, Win);
+  three.copy_item(exact, 0, 2);
+  const std::size_t from[3] = {2, 2, 0};  // (not in place: the whole cache copied once)
+  three.reorder(from);
+  BOOST_TEST(three.offset(0) == L - Win);
+  BOOST_TEST(three.offset(1) == L - Win);
+  BOOST_TEST(three.offset(2) == 0u);
   two.reset(1);
   BOOST_TEST(two.offset(1) == 0u);
+  // over a bf16 cache the stored bits move as they are
+  kv_cache<float, 1, 16, 16, bf16> half(1, 8);
+  const mat kr = naive::random(5 * 16, 26), vr = naive::random(5 * 16, 27);
+  const std::vector<float> kf(kr.begin(), kr.end()), vf(vr.begin(), vr.end());
+  half.append(0, kf.data(), vf.data(), 5);
+  const std::vector<bf16> k_before(half.key_rows(0, 0).begin(), half.key_rows(0, 0).end()),
+      v_before(half.value_rows(0, 0).begin(), half.value_rows(0, 0).end());
+  half.drop_front(0, 2);
+  BOOST_TEST(half.length(0) == 3u);
+  BOOST_TEST(half.offset(0) == 2u);
+  for (std::size_t i = 0; i < 3 * 16; ++i) {
+    BOOST_TEST(half.key_rows(0, 0)[i].bits == k_before[2 * 16 + i].bits);
+    BOOST_TEST(half.value_rows(0, 0)[i].bits == v_before[2 * 16 + i].bits);
+  }
 }
 BOOST_AUTO_TEST_CASE(sliding_window_interleaved) { sliding_window_case<rope_style::interleaved>(); }
 BOOST_AUTO_TEST_CASE(sliding_window_half) { sliding_window_case<rope_style::half>(); }

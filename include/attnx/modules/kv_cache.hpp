@@ -108,12 +108,17 @@ class kv_cache {
     alg::fill_n(len_.data(), len_.size(), std::size_t{0});
     alg::fill_n(off_.data(), off_.size(), std::size_t{0});
   }
-  void reset(std::size_t b) { len_[item(b)] = off_[b] = 0; }
+  void reset(std::size_t b) {
+    const std::size_t i = item(b);  // (checked before either write)
+    len_[i] = 0;
+    off_[i] = 0;
+  }
   // Takes item b's n oldest tokens out (n <= its length): the rest move to the front (one copy of them) and keep
   // their positions (offset(b) grows by n), so that later steps rotate at the sequence's true positions. A
-  // sliding window of w keys: before each step, drop_front(b, length(b) + n - w) when that is positive (a
-  // cache of capacity w then never fills); dropping a few more at a time (a capacity of w + s, s tokens at
-  // once) copies less often. The masks of later steps index the tokens held (cache positions 0 .. length - 1).
+  // sliding window of w keys, one token a step: before each step drop_front(b, length(b) + 1 - w) when that is
+  // positive, in a cache of capacity w (it never overflows). Steps of n tokens, or fewer copies (s tokens dropped
+  // at a time): a capacity of w + n - 1 (or w + s) and a blocked(m) mask over the held positions for the rows'
+  // exact windows. The masks of later steps index the tokens held (cache positions 0 .. length - 1).
   void drop_front(std::size_t b, std::size_t n) {
     if (n > len_[item(b)])
       throw std::out_of_range("attnx: kv_cache: drop_front: " + std::to_string(n) + " tokens of batch item " +

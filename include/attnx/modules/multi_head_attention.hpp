@@ -797,7 +797,7 @@ class multi_head_attention {
     return out;
   }
   // RoPE in step: rows [row0, row0 + n) of q and k, an item's new rows, at positions pos0, pos0 + 1, ... (pos0 the
-  // item's length before they are appended).
+  // item's offset plus its length before they are appended).
   template <class Q, class K>
   static void rotate_rows(Q& q, K& k, std::size_t row0, std::size_t pos0, std::size_t n) {
     std::array<double, d_k / 2> w{};

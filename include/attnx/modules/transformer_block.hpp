@@ -88,6 +88,11 @@ template <class M, class... Masks>
 inline constexpr bool is_cross_memory<cross_memory<M, Masks...>> = true;
 template <class C>
 inline constexpr bool is_cross_memory<cross_cached<C>> = true;
+// An argument of a block's step that takes the overload with masks: not a memory, a batch item, rows per item or a
+// context (a mask, or anything else for the module's step to name).
+template <class A>
+concept step_extra = !is_cross_memory<std::remove_cvref_t<A>> && !std::is_integral_v<std::remove_cvref_t<A>> &&
+                     !attnx::detail::is_context_arg<A> && !std::is_convertible_v<const A&, std::span<const std::size_t>>;
 template <class A>
 inline constexpr bool is_cross_cached = false;
 template <class C>
@@ -145,79 +150,67 @@ struct transformer_block {
 
   // Decoding: x (B, n, D), the n new tokens of every item, or (n, D) those of item b; cache: this block's.
   // With cross-attention: step(x, cache, nn::cross(memory, masks...)[, b]) or step(x, cache, nn::cross(memory_cache)[, b]).
-  // Whatever throws once the self-attention appended (the feed-forward's allocations, say), the new tokens are taken
-  // out of the cache again.
+  // Whatever throws once the self-attention appended (the feed-forward's allocations, or a memory given as such,
+  // whose rules (batch, features, masks) are checked where the cross-attention reads it), the new tokens are taken
+  // out of the cache again; a memory cache is checked before anything is appended.
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, const context& ctx = current_context()) const {
-    return attnx::detail::undoing_appends(cache, [&] {
-      return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); }, none{}, ctx);
-    });
+    return step_with(x, cache, ctx);
   }
   template <expression X, class Cache>
   auto step(const X& x, Cache& cache, std::size_t b, const context& ctx = current_context()) const {
-    return attnx::detail::undoing_appends(cache, [&] {
-      return step_impl<check_cross<>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); }, none{}, ctx);
-    });
+    return step_with(x, cache, b, ctx);
   }
-  // (Over a memory given as such, its rules (batch, features, masks) are checked where the cross-attention reads
-  // it, after the self-attention appended: a step that throws then takes the new tokens out of the cache again.)
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, const context& ctx = current_context()) const {
-    return attnx::detail::undoing_appends(cache, [&] {
-      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
-                                                    memory_attend(c), ctx);
-    });
+    return step_with(x, cache, c, ctx);
   }
   template <expression X, class Cache, class M, class... MM>
   auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, std::size_t b,
             const context& ctx = current_context()) const {
-    return attnx::detail::undoing_appends(cache, [&] {
-      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
-                                                    memory_attend(c), ctx);
-    });
+    return step_with(x, cache, c, b, ctx);
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, const context& ctx = current_context()) const {
-    if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache);  // before the self-attention appends
-    return attnx::detail::undoing_appends(cache, [&] {
-      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, ctx); },
-                                                    cached_attend(c, 0, ctx), ctx);
-    });
+    return step_with(x, cache, c, ctx);
   }
   template <expression X, class Cache, class C>
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::size_t b, const context& ctx = current_context()) const {
-    if constexpr (CrossAttention) cross_attn.check_memory_input(x, *c.cache, b);
-    return attnx::detail::undoing_appends(cache, [&] {
-      return step_impl<check_cross<decltype(c)>()>(x, [&](const auto& a) { return attn.step(a, cache, b, ctx); },
-                                                    cached_attend(c, b, ctx), ctx);
-    });
+    return step_with(x, cache, c, b, ctx);
   }
 
   // With masks on the self-attention: step(x, cache[, b], masks...[, ctx]), with cross-attention step(x, cache,
   // nn::cross(...)[, b], masks...[, ctx]). The masks are multi_head_attention::step's: allowed(m), blocked(m) or
   // additive(m) over the self-attention's scores, (B, heads, n, keys) for x (B, n, D), (heads, n, keys) for item
   // b's x (n, D), the key axis indexing cache positions (a sliding window, padding inside the cache, a tree of draft
-  // tokens); at most six. Its rules on them apply, one error each.
+  // tokens); at most six. Its rules on them apply, one error each (an argument that is not a mask, a context not
+  // last: the module's step names them).
   template <expression X, class Cache, class A0, class... A>
-    requires is_kv_cache_v<Cache> && (attnx::detail::is_cache_mask<A0> || (attnx::detail::is_cache_mask<A> || ...))
+    requires is_kv_cache_v<Cache> && (detail::step_extra<A0> || (detail::step_extra<A> || ...))
   auto step(const X& x, Cache& cache, const A0& a0, const A&... a) const {
-    return step_masked(x, cache, a0, a...);
+    return step_with(x, cache, a0, a...);
   }
 
  private:
   struct none {};
-  // step with masks: a (perhaps a memory, then perhaps a batch item, then the masks and perhaps a context).
+  // Every step: a (perhaps a memory, then perhaps a batch item, then the masks, if any, and perhaps a context).
   template <class X, class Cache, class... A>
-  auto step_masked(const X& x, Cache& cache, const A&... a) const {
+  auto step_with(const X& x, Cache& cache, const A&... a) const {
     constexpr bool cross_given = detail::first_is_cross<A...>;
     if constexpr (!check_cross<A...>()) {
       return basic_tensor<T, shape_of_t<X>>{};
     } else {
       using args_t = std::tuple<A...>;
       constexpr std::size_t n = sizeof...(A), c = cross_given ? 1 : 0;
-      constexpr bool item = std::is_integral_v<std::remove_cvref_t<std::tuple_element_t<c, args_t>>>;
-      constexpr std::size_t first = c + (item ? 1 : 0);  // the first mask
-      constexpr bool has_ctx = attnx::detail::is_context_arg<std::tuple_element_t<n - 1, args_t>>;
+      constexpr bool item = [] {
+        if constexpr (c < n) return std::is_integral_v<std::remove_cvref_t<std::tuple_element_t<c, args_t>>>;
+        else return false;
+      }();
+      constexpr std::size_t first = c + (item ? 1 : 0);  // the first mask (or the context)
+      constexpr bool has_ctx = [] {
+        if constexpr (n > 0) return attnx::detail::is_context_arg<std::tuple_element_t<n - 1, args_t>>;
+        else return false;
+      }();
       const auto args = std::forward_as_tuple(a...);
       const context& ctx = [&]() -> const context& {
         if constexpr (has_ctx) return std::get<n - 1>(args);
