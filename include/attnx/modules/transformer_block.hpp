@@ -226,18 +226,22 @@ struct transformer_block {
           else return attn.step(in, cache, std::get<first + I>(args)...);
         }(std::make_index_sequence<n - first>{});
       };
-      if constexpr (!cross_given) {
-        return attnx::detail::undoing_appends(cache, [&] { return step_impl<true>(x, self, none{}, ctx); });
-      } else {
-        const auto& mem = std::get<0>(args);
-        if constexpr (detail::is_cross_cached<std::remove_cvref_t<decltype(mem)>>) {
-          if constexpr (item) cross_attn.check_memory_input(x, *mem.cache, b);  // before the self-attention appends
-          else cross_attn.check_memory_input(x, *mem.cache);
-          return attnx::detail::undoing_appends(cache, [&] { return step_impl<true>(x, self, cached_attend(mem, b, ctx), ctx); });
+      // The cross-attention sub-layer (none without a memory); a memory cache checked before the self-attention appends.
+      const auto cross = [&] {
+        if constexpr (!cross_given) {
+          return none{};
         } else {
-          return attnx::detail::undoing_appends(cache, [&] { return step_impl<true>(x, self, memory_attend(mem), ctx); });
+          const auto& mem = std::get<0>(args);
+          if constexpr (detail::is_cross_cached<std::remove_cvref_t<decltype(mem)>>) {
+            if constexpr (item) cross_attn.check_memory_input(x, *mem.cache, b);
+            else cross_attn.check_memory_input(x, *mem.cache);
+            return cached_attend(mem, b, ctx);
+          } else {
+            return memory_attend(mem);
+          }
         }
-      }
+      }();
+      return attnx::detail::undoing_appends(cache, [&] { return step_impl(x, self, cross, ctx); });
     }
   }
 
@@ -321,11 +325,12 @@ struct transformer_block {
     cross_attn.check_memory_input(h, *c.cache);
     sublayers(h, [&](const auto& a) { return attn(a, masks...); }, cached_attend(c, 0, current_context()));
   }
-  template <bool CrossOk, class X, class Attend, class CrossAttend>
+  // A step's sub-layers on x (the cross-attention rules checked by step_with).
+  template <class X, class Attend, class CrossAttend>
   auto step_impl(const X& x, const Attend& attend, const CrossAttend& cross_attend, const context& ctx) const {
     using S = shape_of_t<X>;
     constexpr bool features_ok = detail::check_features<S, D, failed_v<X>>();
-    constexpr bool ok = features_ok && check_type<X, !features_ok || failed_v<X>>() && CrossOk;
+    constexpr bool ok = features_ok && check_type<X, !features_ok || failed_v<X>>();
     if constexpr (!ok || failed_v<X>) {
       return basic_tensor<T, S>{};
     } else {
