@@ -466,6 +466,82 @@ BOOST_AUTO_TEST_CASE(transformer_block_step_with_masks) {
   BOOST_TEST(undo_dec.length(1) == 1u);
 }
 
+// Rows per item through a block (continuous batching): three items whose new tokens come in different counts at
+// each step (an item prefilling while another decodes, one with none), x (N, D) the items' rows one after another;
+// an encoder block (causal, then under a sliding window given as a mask over (N, keys), with a context) and a
+// decoder reading each item's own memory (of different lengths) from a memory cache: every row against the loops.
+// The rules: one count per item, N their sum (the memory cache's batch too), nothing appended when one fails.
+BOOST_AUTO_TEST_CASE(transformer_block_step_rows_per_item) {
+  constexpr std::size_t B = 3, L = 6, D = 16, H = 4, Hid = 32, Win = 3;
+  const std::size_t Lm[B] = {5, 2, 4};
+  const std::vector<std::vector<std::size_t>> schedule = {{4, 0, 2}, {1, 3, 0}, {1, 3, 4}};  // 6 tokens each
+  const auto causal_ij = [](std::size_t i, std::size_t j) { return j <= i; };
+  const auto window = [](std::size_t i, std::size_t j) { return j <= i && i - j < Win; };
+  const auto every = [](std::size_t, std::size_t) { return true; };
+  const mat xs = naive::random(B * L * D, 51, -2, 2);
+  const auto item = [&](std::size_t b) { return mat(xs.begin() + long(b * L * D), xs.begin() + long((b + 1) * L * D)); };
+  std::vector<mat> mems;
+  for (std::size_t b = 0; b < B; ++b) mems.push_back(naive::random(Lm[b] * D, 52 + unsigned(b), -2, 2));
+
+  nn::transformer_block<double, D, H, Hid, nn::activation::gelu, nn::norm_position::pre> enc;
+  nn::transformer_block<double, D, H, Hid, nn::activation::gelu, nn::norm_position::post, mha_options{}, true> dec;
+  fill_block(enc);
+  fill_block(dec);
+  kv_cache<double, H, D / H> plain(B, L), windowed(B, L), self(B, L), mem_cache(B, 5);
+  for (std::size_t b = 0; b < B; ++b) {
+    tensor<double, dyn, D> m(Lm[b]);
+    for (std::size_t i = 0; i < m.numel(); ++i) m.data()[i] = mems[b][i];
+    dec.cross_attn.project_memory(m, mem_cache, b);
+  }
+  context two_threads;
+  two_threads.set_threads(2);
+  double err = 0, err_win = 0, err_dec = 0;
+  std::size_t at[B] = {};  // tokens each item has stepped
+  for (const std::vector<std::size_t>& counts : schedule) {
+    std::size_t N = 0;
+    for (const std::size_t c : counts) N += c;
+    tensor<double, dyn, D> x(N);
+    tensor<bool, dyn, L> old(N);  // row r (item b, position t): keys older than t - Win + 1 blocked
+    for (std::size_t b = 0, r = 0; b < B; ++b)
+      for (std::size_t t = at[b]; t < at[b] + counts[b]; ++t, ++r) {
+        for (std::size_t j = 0; j < D; ++j) x(r, j) = xs[(b * L + t) * D + j];
+        for (std::size_t j = 0; j < L; ++j) old(r, j) = j + Win <= t;
+      }
+    const tensor<double, dyn, D> y = enc.step(x, plain, counts);
+    const tensor<double, dyn, D> yw = enc.step(x, windowed, std::span<const std::size_t>(counts), blocked(old), two_threads);
+    const tensor<double, dyn, D> yd = dec.step(x, self, nn::cross(mem_cache), counts);
+    for (std::size_t b = 0, r = 0; b < B; ++b) {
+      const mat ref = block_reference(enc, item(b), L);
+      const mat ref_win = block_reference(enc, item(b), L, window, mat{}, 0, every);
+      const mat ref_dec = block_reference(dec, item(b), L, causal_ij, mems[b], Lm[b], every);
+      for (std::size_t t = at[b]; t < at[b] + counts[b]; ++t, ++r)
+        for (std::size_t j = 0; j < D; ++j) {
+          err = std::max(err, std::abs(y(r, j) - ref[t * D + j]));
+          err_win = std::max(err_win, std::abs(yw(r, j) - ref_win[t * D + j]));
+          err_dec = std::max(err_dec, std::abs(yd(r, j) - ref_dec[t * D + j]));
+        }
+      at[b] += counts[b];
+    }
+  }
+  for (std::size_t b = 0; b < B; ++b) BOOST_TEST(self.length(b) == L);
+  BOOST_TEST_MESSAGE("block steps with rows per item: " << err << ", windowed " << err_win << ", decoder " << err_dec);
+  BOOST_TEST(err < 1e-12);
+  BOOST_TEST(err_win < 1e-12);
+  BOOST_TEST(err_dec < 1e-12);
+
+  // the rules, before anything is appended
+  kv_cache<double, H, D / H> fresh(B, L), small_memory(2, 5);
+  const tensor<double, dyn, D> x3(3);
+  const std::vector<std::size_t> two_counts = {1, 2}, wrong_sum = {1, 1, 2}, right = {1, 1, 1};
+  BOOST_CHECK_EXCEPTION((void)enc.step(x3, fresh, two_counts), extent_error,
+                        test_support::says({"one row count per batch item", "row_counts 2", "cache_batch 3"}));
+  BOOST_CHECK_EXCEPTION((void)enc.step(x3, fresh, wrong_sum), extent_error,
+                        test_support::says({"input_rows 3", "rows_per_item_sum 4"}));
+  BOOST_CHECK_EXCEPTION((void)dec.step(x3, fresh, nn::cross(small_memory), right), extent_error,
+                        test_support::says({"attend_memory", "row_counts 3", "cache_batch 2"}));
+  for (std::size_t b = 0; b < B; ++b) BOOST_TEST(fresh.length(b) == 0u);
+}
+
 // 3. A block verified at compile time: d_model 4, 2 heads, hidden 8, causal, L = 3, every element against
 // scripts/block_reference.py (plain Python loops).
 // scripts/block_reference.py

@@ -547,12 +547,41 @@ class multi_head_attention {
     if constexpr (memory_cache_ok<X, Cache, !input_rank_ok>()) return attend_memory_run(x, cache, b, ctx);
     else return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
   }
+  // attend_memory(x, cache, rows): x (N, d_model), rows[b] rows of item b, the items' rows one after another (as
+  // step with rows per item: a decoder stepping items that prefill and items that decode in one call), each item's
+  // rows over its own memory. Returns (N, d_model).
+  template <expression X, class Cache>
+    requires is_kv_cache_v<Cache>
+  auto attend_memory(const X& x, const Cache& cache, std::span<const std::size_t> rows,
+                     const context& ctx = current_context()) const {
+    constexpr bool input_rank_ok = shape_of_t<X>::rank == 2;
+    static_assert(input_rank_ok, "attnx: multi_head_attention::attend_memory: with rows per item, x must be (N, d_model)");
+    if constexpr (memory_cache_ok<X, Cache, !input_rank_ok>()) {
+      check_memory_input(x, cache, rows);
+      const basic_tensor<T, shape_of_t<X>> dense_x = x;
+      const std::size_t N = dims_of(x)[0];
+      const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), N), w_q, b_q), ctx);
+      tensor<T, dyn, heads * d_v> merged(N);
+      attend_rows(q, merged, cache, 0, rows, ctx, /*causal=*/false);
+      basic_tensor<T, output_placeholder<shape_of_t<X>>> out(dims_of(x), uninitialized);
+      assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o),
+             ctx);
+      return out;
+    } else {
+      return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    }
+  }
   // attend_memory's run-time rules for x against the cache (features; the cache's batch, or item b within it),
   // before anything runs: public so that a caller with work to do first (the block's step appends to its
   // self-attention cache) can check them before. Returns the item count and the rows per item.
   template <class X, class Cache>
   static std::pair<std::size_t, std::size_t> check_memory_input(const X& x, const Cache& cache, std::size_t b = 0) {
     return check_cache_input(x, cache, b, "multi_head_attention::attend_memory: x's batch extent must be the cache's");
+  }
+  // With rows per item (x (N, d_model)): one count per item of the cache, N their sum.
+  template <class X, class Cache>
+  static void check_memory_input(const X& x, const Cache& cache, std::span<const std::size_t> rows) {
+    check_rows_input(x, cache, rows, "multi_head_attention::attend_memory");
   }
 
  private:
@@ -608,6 +637,49 @@ class multi_head_attention {
     const basic_tensor<T, shape_of_t<X>> dense_x = x;
     const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), nb * n), w_q, b_q), ctx);
     return attend_over_cache<shape_of_t<X>>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/false);
+  }
+  // The run-time rules of x (N, d_model) with rows per item against a cache (fn: the function, for the messages):
+  // its features, one count per item of the cache, N their sum.
+  template <class X, class Cache>
+  static void check_rows_input(const X& x, const Cache& cache, std::span<const std::size_t> rows, const char* fn) {
+    check_features(x, "input", "input_features");
+    const std::size_t N = dims_of(x)[0];
+    if (rows.size() != cache.batch())
+      detail::throw_extent_error(std::string(fn) + ": one row count per batch item of the cache", "row_counts",
+                                 rows.size(), "cache_batch", cache.batch());
+    std::size_t total = 0;
+    for (const std::size_t r : rows) total += r;
+    if (total != N)
+      detail::throw_extent_error(std::string(fn) + ": x must hold the items' rows, one item after another",
+                                 "input_rows", N, "rows_per_item_sum", total);
+  }
+  // Attention of the rows of q (N, heads d_k) into merged (N, heads d_v): counts[b] rows of item b0 + b, one item
+  // after another, over that item's cache, causal within its length (causal) or over every key it holds; a run of
+  // items with one count in one kernel call. masks: as in step_rows (their strides set).
+  template <class Q, class Cache>
+  void attend_rows(const Q& q, tensor<T, dyn, heads * d_v>& merged, const Cache& cache, std::size_t b0,
+                   std::span<const std::size_t> counts, const context& ctx, bool causal,
+                   std::span<const detail::cache_mask<T>> masks = {}, bool masks_by_item = false) const {
+    const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
+    std::array<kernels::score_step<T>, kernels::max_score_steps> steps{};
+    for (std::size_t b = 0, at = 0; b < counts.size();) {
+      const std::size_t n = counts[b];
+      std::size_t e = b + 1;
+      while (e < counts.size() && counts[e] == n) ++e;
+      if (n > 0) {  // items b .. e - 1: contiguous rows
+        const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
+        const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
+        for (std::size_t i = 0; i < masks.size(); ++i) {  // the masks over these items' (b, h, i, j)
+          const detail::cache_mask<T>& m = masks[i];
+          steps[i] = detail::cache_mask_step(m, masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2],
+                                             masks_by_item ? m.stride[0] : sz(n) * m.stride[2]);
+        }
+        detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal, {}, false,
+                                std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
+      }
+      at += (e - b) * n;
+      b = e;
+    }
   }
   // The rows of x (B, n, d_model) or (n, d_model) as a (B n, d_model) matrix.
   using rows_view = basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>;
@@ -720,16 +792,7 @@ class multi_head_attention {
   template <class X, class Cache>
   auto step_run(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx,
                 std::span<detail::cache_mask<T>> masks = {}, bool = false) const {
-    check_features(x, "input", "input_features");
-    const std::size_t N = dims_of(x)[0];
-    if (rows.size() != cache.batch())
-      detail::throw_extent_error("multi_head_attention::step: one row count per batch item of the cache", "row_counts",
-                                 rows.size(), "cache_batch", cache.batch());
-    std::size_t total = 0;
-    for (const std::size_t r : rows) total += r;
-    if (total != N)
-      detail::throw_extent_error("multi_head_attention::step: x must hold the items' rows, one item after another",
-                                 "input_rows", N, "rows_per_item_sum", total);
+    check_rows_input(x, cache, rows, "multi_head_attention::step");
     const basic_tensor<T, shape_of_t<X>> dense_x = x;
     return step_rows<shape_of_t<X>>(dense_x.data(), dims_of(x), cache, 0, rows, ctx, masks, false);
   }
@@ -772,26 +835,7 @@ class multi_head_attention {
     detail::undoing_appends(cache, [&] {
       for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
         cache.append(b0 + b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, counts[b]);
-      const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
-      std::array<kernels::score_step<T>, kernels::max_score_steps> steps{};
-      for (std::size_t b = 0, at = 0; b < counts.size();) {
-        const std::size_t n = counts[b];
-        std::size_t e = b + 1;
-        while (e < counts.size() && counts[e] == n) ++e;
-        if (n > 0) {  // items b .. e - 1: contiguous rows
-          const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
-          const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-          for (std::size_t i = 0; i < masks.size(); ++i) {  // the masks over these items' (b, h, i, j)
-            const detail::cache_mask<T>& m = masks[i];
-            steps[i] = detail::cache_mask_step(m, masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2],
-                                               masks_by_item ? m.stride[0] : sz(n) * m.stride[2]);
-          }
-          detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, true, {}, false,
-                                  std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
-        }
-        at += (e - b) * n;
-        b = e;
-      }
+      attend_rows(q, merged, cache, b0, counts, ctx, /*causal=*/true, masks, masks_by_item);
       assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o), ctx);
     });
     return out;

@@ -5,8 +5,8 @@
 //   post-norm:  h = ln_1(x + attn(x, masks...));   y = ln_2(h + mlp(h))
 //
 // forward(x, masks...) runs a whole sequence: an encoder with key-padding masks, a decoder with `causal`.
-// step(x, cache[, b], masks...) decodes with a KV cache (multi_head_attention::step: causal within each item's own
-// length, and its masks over the cache: a sliding window, say), so stepping token by token gives the rows of
+// step(x, cache[, b | rows], masks...) decodes with a KV cache (multi_head_attention::step: causal within each item's
+// own length, and its masks over the cache: a sliding window, say; rows per item for continuous batching), so stepping token by token gives the rows of
 // forward(x, causal). Both return evaluated tensors:
 // each residual stream is read twice (the residual and the normalised branch), so it is computed once.
 //
@@ -88,11 +88,14 @@ template <class M, class... Masks>
 inline constexpr bool is_cross_memory<cross_memory<M, Masks...>> = true;
 template <class C>
 inline constexpr bool is_cross_memory<cross_cached<C>> = true;
+// Rows per item (a std::vector, std::array or span of std::size_t counts).
+template <class A>
+concept is_row_counts = !std::is_integral_v<std::remove_cvref_t<A>> && std::is_convertible_v<const A&, std::span<const std::size_t>>;
 // An argument of a block's step that takes the overload with masks: not a memory, a batch item, rows per item or a
 // context (a mask, or anything else for the module's step to name).
 template <class A>
 concept step_extra = !is_cross_memory<std::remove_cvref_t<A>> && !std::is_integral_v<std::remove_cvref_t<A>> &&
-                     !attnx::detail::is_context_arg<A> && !std::is_convertible_v<const A&, std::span<const std::size_t>>;
+                     !attnx::detail::is_context_arg<A> && !is_row_counts<A>;
 template <class A>
 inline constexpr bool is_cross_cached = false;
 template <class C>
@@ -178,11 +181,28 @@ struct transformer_block {
   auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::size_t b, const context& ctx = current_context()) const {
     return step_with(x, cache, c, b, ctx);
   }
+  // Rows per item (continuous batching through the block): x (N, D), rows[b] new tokens of item b, the items' rows
+  // one after another (multi_head_attention::step's rows per item); with cross-attention each item's rows read its
+  // own memory, from a memory cache: step(x, cache, nn::cross(memory_cache), rows).
+  template <expression X, class Cache>
+  auto step(const X& x, Cache& cache, std::span<const std::size_t> rows, const context& ctx = current_context()) const {
+    return step_with(x, cache, rows, ctx);
+  }
+  template <expression X, class Cache, class M, class... MM>
+  auto step(const X& x, Cache& cache, const cross_memory<M, MM...>& c, std::span<const std::size_t> rows,
+            const context& ctx = current_context()) const {
+    return step_with(x, cache, c, rows, ctx);
+  }
+  template <expression X, class Cache, class C>
+  auto step(const X& x, Cache& cache, const cross_cached<C>& c, std::span<const std::size_t> rows,
+            const context& ctx = current_context()) const {
+    return step_with(x, cache, c, rows, ctx);
+  }
 
-  // With masks on the self-attention: step(x, cache[, b], masks...[, ctx]), with cross-attention step(x, cache,
-  // nn::cross(...)[, b], masks...[, ctx]). The masks are multi_head_attention::step's: allowed(m), blocked(m) or
-  // additive(m) over the self-attention's scores, (B, heads, n, keys) for x (B, n, D), (heads, n, keys) for item
-  // b's x (n, D), the key axis indexing cache positions (a sliding window, padding inside the cache, a tree of draft
+  // With masks on the self-attention: step(x, cache[, b | rows], masks...[, ctx]), with cross-attention step(x,
+  // cache, nn::cross(...)[, b | rows], masks...[, ctx]). The masks are multi_head_attention::step's: allowed(m),
+  // blocked(m) or additive(m) over the self-attention's scores, (B, heads, n, keys) for x (B, n, D), (heads, n, keys)
+  // for item b's x (n, D), (heads, N, keys) with rows per item, the key axis indexing cache positions (a sliding window, padding inside the cache, a tree of draft
   // tokens); at most six. Its rules on them apply, one error each (an argument that is not a mask, a context not
   // last: the module's step names them).
   template <expression X, class Cache, class A0, class... A>
@@ -193,20 +213,25 @@ struct transformer_block {
 
  private:
   struct none {};
-  // Every step: a (perhaps a memory, then perhaps a batch item, then the masks, if any, and perhaps a context).
+  // Every step: a (perhaps a memory, then perhaps a batch item or the rows per item, then the masks, if any, and
+  // perhaps a context).
   template <class X, class Cache, class... A>
   auto step_with(const X& x, Cache& cache, const A&... a) const {
     constexpr bool cross_given = detail::first_is_cross<A...>;
-    if constexpr (!check_cross<A...>()) {
+    using args_t = std::tuple<A...>;
+    constexpr std::size_t n = sizeof...(A), c = cross_given ? 1 : 0;
+    constexpr bool item = [] {
+      if constexpr (c < n) return std::is_integral_v<std::remove_cvref_t<std::tuple_element_t<c, args_t>>>;
+      else return false;
+    }();
+    constexpr bool by_rows = [] {
+      if constexpr (c < n) return detail::is_row_counts<std::tuple_element_t<c, args_t>>;
+      else return false;
+    }();
+    if constexpr (!check_cross<A...>() || !check_rows_memory<by_rows, A...>()) {
       return basic_tensor<T, shape_of_t<X>>{};
     } else {
-      using args_t = std::tuple<A...>;
-      constexpr std::size_t n = sizeof...(A), c = cross_given ? 1 : 0;
-      constexpr bool item = [] {
-        if constexpr (c < n) return std::is_integral_v<std::remove_cvref_t<std::tuple_element_t<c, args_t>>>;
-        else return false;
-      }();
-      constexpr std::size_t first = c + (item ? 1 : 0);  // the first mask (or the context)
+      constexpr std::size_t first = c + (item || by_rows ? 1 : 0);  // the first mask (or the context)
       constexpr bool has_ctx = [] {
         if constexpr (n > 0) return attnx::detail::is_context_arg<std::tuple_element_t<n - 1, args_t>>;
         else return false;
@@ -216,13 +241,15 @@ struct transformer_block {
         if constexpr (has_ctx) return std::get<n - 1>(args);
         else return current_context();
       }();
-      const std::size_t b = [&] {
+      // Where the rows go: item b, the rows per item, or (neither) the whole batch from item 0.
+      const auto where = [&] {
         if constexpr (item) return static_cast<std::size_t>(std::get<c>(args));
+        else if constexpr (by_rows) return std::span<const std::size_t>(std::get<c>(args));
         else return std::size_t{0};
       }();
       const auto self = [&](const auto& in) {
         return [&]<std::size_t... I>(std::index_sequence<I...>) {
-          if constexpr (item) return attn.step(in, cache, b, std::get<first + I>(args)...);
+          if constexpr (item || by_rows) return attn.step(in, cache, where, std::get<first + I>(args)...);
           else return attn.step(in, cache, std::get<first + I>(args)...);
         }(std::make_index_sequence<n - first>{});
       };
@@ -233,9 +260,9 @@ struct transformer_block {
         } else {
           const auto& mem = std::get<0>(args);
           if constexpr (detail::is_cross_cached<std::remove_cvref_t<decltype(mem)>>) {
-            if constexpr (item) cross_attn.check_memory_input(x, *mem.cache, b);
+            if constexpr (item || by_rows) cross_attn.check_memory_input(x, *mem.cache, where);
             else cross_attn.check_memory_input(x, *mem.cache);
-            return cached_attend(mem, b, ctx);
+            return cached_attend(mem, where, ctx);
           } else {
             return memory_attend(mem);
           }
@@ -273,6 +300,17 @@ struct transformer_block {
                   "nn::cross(memory)[, b], masks...)");
     return CrossAttention ? first : !given;
   }
+  // Rows per item read their memories from a memory cache (a memory given as such is one tensor (B, L_m, D) for the
+  // batch, not an item's rows). Only asked once check_cross passed.
+  template <bool ByRows, class... Args>
+  static constexpr bool check_rows_memory() {
+    constexpr bool raw = CrossAttention && detail::first_is_cross<Args...> &&
+                         !detail::is_cross_cached<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<Args..., none>>>>;
+    static_assert(!ByRows || !raw || error::holds<error::block_rows_per_item_need_memory_cache<error::cross_attention<CrossAttention>>>,
+                  "attnx: nn::transformer_block: a step with rows per item reads each item's memory from a memory cache: "
+                  "project_memory into a kv_cache, then step(x, cache, nn::cross(memory_cache), rows, ...)");
+    return !ByRows || !raw;
+  }
   // The cross-attention sub-layer as a callable of its input: over a memory and its masks (projected at each call),
   // or over a memory cache (a batched input reads the whole batch, an input (n, D) item b).
   template <class M, class... MM>
@@ -281,11 +319,12 @@ struct transformer_block {
       return boost::hana::unpack(c.masks, [&](const auto&... mk) { return cross_attn(a, c.memory, mk...); });
     };
   }
-  template <class C>
-  auto cached_attend(const cross_cached<C>& c, std::size_t b, const context& ctx) const {
-    return [this, cache = c.cache, b, &ctx](const auto& a) {
+  // (Where: item b of the cache, or the rows per item.)
+  template <class C, class Where>
+  auto cached_attend(const cross_cached<C>& c, Where where, const context& ctx) const {
+    return [this, cache = c.cache, where, &ctx](const auto& a) {
       if constexpr (shape_of_t<std::remove_cvref_t<decltype(a)>>::rank == 3) return cross_attn.attend_memory(a, *cache, ctx);
-      else return cross_attn.attend_memory(a, *cache, b, ctx);
+      else return cross_attn.attend_memory(a, *cache, where, ctx);
     };
   }
   // The sub-layers on the residual stream h, in place: self-attention (self_attend(input)), cross-attention

@@ -119,6 +119,7 @@ template <class... Facts> struct reshape_sizes_differ { static constexpr bool va
 template <class... Facts> struct rotary_features_must_be_even { static constexpr bool value = false; };
 template <class... Facts> struct block_cross_attention_needs_memory { static constexpr bool value = false; };
 template <class... Facts> struct block_without_cross_attention_given_memory { static constexpr bool value = false; };
+template <class... Facts> struct block_rows_per_item_need_memory_cache { static constexpr bool value = false; };
 template <class... Facts> struct block_cross_memory_must_follow_x { static constexpr bool value = false; };
 template <class... Facts> struct block_memory_cache_is_temporary { static constexpr bool value = false; };
 template <class... Facts> struct block_memory_cache_takes_no_masks { static constexpr bool value = false; };
