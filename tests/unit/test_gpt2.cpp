@@ -142,3 +142,108 @@ BOOST_AUTO_TEST_CASE(a_failed_step_leaves_the_state) {
   BOOST_TEST_MESSAGE("gpt2::step: " << failures << " allocations failed in turn");
   BOOST_TEST(failures >= 20u);
 }
+
+// Three sequences in slots of one batch_state, stepped together with rows per slot (continuous batching): slot 1
+// the reference prompt then the reference tokens one at a time (against PyTorch's logits), slots 0 and 2 other
+// sequences in chunks and single tokens, a slot with nothing in some calls (slot 0 done before the end), slot 2 reset halfway and given a new
+// sequence; slots 0 and 2 against one prefill of their sequence in a state of its own. Then the rules, which
+// change nothing.
+BOOST_AUTO_TEST_CASE(slots_stepped_together) {
+  const attnx::safetensors::file f(data);
+  const auto m = attnx::models::load_gpt2<model>(f);
+  const auto prompt = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.prompt");
+  const auto want_prompt = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.prompt_logits");
+  const auto want_tokens = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.generated");
+  const auto want_steps = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.step_logits");
+  const std::size_t np = prompt.dims()[0], ng = want_tokens.dims()[0];
+  const auto sequence = [](std::size_t len, std::size_t seed) {
+    std::vector<std::int32_t> v(len);
+    for (std::size_t i = 0; i < len; ++i) v[i] = std::int32_t((37 * i + 11 * seed + 5) % 512);
+    return v;
+  };
+  // each other sequence's logits from one prefill in a state of its own
+  const auto prefill = [&](const std::vector<std::int32_t>& ids) {
+    model::state s;
+    const auto l = m->step(ids, s);
+    return std::vector<float>(l.data(), l.data() + l.numel());
+  };
+  const std::vector<std::int32_t> a = sequence(24, 1), c = sequence(9, 2), d = sequence(20, 3);
+  const std::vector<float> want_a = prefill(a), want_c = prefill(c), want_d = prefill(d);
+
+  model::batch_state s(3);
+  std::size_t at[3] = {}, t1 = 0;  // tokens given to slots 0 and 2 (of a, then c or d), and to slot 1
+  bool slot2_d = false;
+  double worst_ref = 0, worst_other = 0;
+  for (std::size_t call = 0; t1 < np + ng - 1; ++call) {
+    if (call == 12) {  // slot 2's sequence ends: a new one in its place
+      s.reset(2);
+      BOOST_TEST(s.caches[0].length(2) == 0u);
+      at[2] = 0, slot2_d = true;
+    }
+    const std::vector<std::int32_t>& s2 = slot2_d ? d : c;
+    std::vector<std::size_t> rows = {call == 0 ? 5u : call % 3 == 2 ? 0u : 1u, call == 0 ? np : 1u,
+                                     call == 0 ? 0u : call == 1 || call == 12 ? 4u : 1u};
+    rows[0] = std::min(rows[0], a.size() - at[0]);
+    rows[2] = std::min(rows[2], s2.size() - at[2]);
+    std::vector<std::int32_t> ids(a.begin() + long(at[0]), a.begin() + long(at[0] + rows[0]));
+    for (std::size_t i = 0; i < rows[1]; ++i) ids.push_back(t1 + i < np ? prompt(t1 + i) : want_tokens(t1 + i - np));
+    ids.insert(ids.end(), s2.begin() + long(at[2]), s2.begin() + long(at[2] + rows[2]));
+    const auto logits = m->step(ids, rows, s);
+    BOOST_TEST(logits.dims()[0] == ids.size());
+    std::size_t r = 0;
+    const auto other = [&](const std::vector<float>& want, std::size_t pos) {
+      const std::vector<double> w(want.begin() + long(pos * 512), want.begin() + long((pos + 1) * 512));
+      worst_other = std::max(worst_other, row_error(logits.data() + r * 512, w.data(), 512));
+    };
+    for (std::size_t i = 0; i < rows[0]; ++i, ++r) other(want_a, at[0] + i);
+    for (std::size_t i = 0; i < rows[1]; ++i, ++r) {
+      const std::size_t pos = t1 + i;  // the row predicting the token after position pos
+      const double* want = pos < np - 1 ? want_prompt.data() + pos * 512 : want_steps.data() + (pos - (np - 1)) * 512;
+      worst_ref = std::max(worst_ref, row_error(logits.data() + r * 512, want, 512));
+    }
+    const std::vector<float>& want2 = slot2_d ? want_d : want_c;
+    for (std::size_t i = 0; i < rows[2]; ++i, ++r) other(want2, at[2] + i);
+    at[0] += rows[0], t1 += rows[1], at[2] += rows[2];
+    BOOST_TEST(s.lengths[0] == at[0]);
+    BOOST_TEST(s.lengths[1] == t1);
+    BOOST_TEST(s.lengths[2] == at[2]);
+    for (const auto& cache : s.caches) BOOST_TEST(cache.length(1) == t1);
+  }
+  BOOST_TEST(t1 == np + ng - 1);
+  BOOST_TEST(at[0] == a.size());
+  BOOST_TEST(slot2_d);
+  BOOST_TEST_MESSAGE("slots: worst relative logit error " << worst_ref << " (PyTorch), " << worst_other << " (one prefill)");
+  BOOST_TEST(worst_ref <= tolerance);
+  BOOST_TEST(worst_other <= tolerance);
+
+  // the rules: nothing appended when one fails
+  const std::vector<std::size_t> lengths = s.lengths;
+  const auto unchanged = [&] {
+    BOOST_TEST(s.lengths == lengths, boost::test_tools::per_element());
+    for (const auto& cache : s.caches)
+      for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(cache.length(b) == lengths[b]);
+  };
+  const std::vector<std::int32_t> three{1, 2, 3}, bad_id{1, 512, 3};
+  const std::vector<std::size_t> two_slots{1, 2}, sum4{1, 1, 2}, one_each{1, 1, 1};
+  BOOST_CHECK_EXCEPTION(m->step(three, two_slots, s), attnx::extent_error, [](const attnx::extent_error& e) {
+    const std::string w = e.what();
+    return w.find("row_counts 2") != std::string::npos && w.find("slots 3") != std::string::npos;
+  });
+  BOOST_CHECK_EXCEPTION(m->step(three, sum4, s), attnx::extent_error, [](const attnx::extent_error& e) {
+    const std::string w = e.what();
+    return w.find("ids 3") != std::string::npos && w.find("rows_per_slot_sum 4") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(m->step(bad_id, one_each, s), std::out_of_range);
+  const std::vector<std::size_t> over{0, 0, 64 - lengths[2] + 1};
+  const std::vector<std::int32_t> many(64 - lengths[2] + 1, 7);
+  BOOST_CHECK_EXCEPTION(m->step(many, over, s), std::length_error, [](const std::length_error& e) {
+    return std::string(e.what()).find("(slot 2)") != std::string::npos;
+  });
+  unchanged();
+  BOOST_CHECK_THROW(s.truncate(0, lengths[0] + 1), std::out_of_range);
+  BOOST_CHECK_THROW(s.reset(3), std::out_of_range);
+  unchanged();
+  s.truncate(1, 8);
+  BOOST_TEST(s.lengths[1] == 8u);
+  BOOST_TEST(s.caches[3].length(1) == 8u);
+}

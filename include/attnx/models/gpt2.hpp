@@ -7,7 +7,8 @@
 //   (c_fc, gelu_tanh, c_proj)
 //   logits = ln_f(h) wte^T (the LM head tied to the token embedding)
 //
-// One sequence at a time (batch 1); a state holds the caches and the current length.
+// A state holds one sequence's caches and its length; a batch_state several sequences (slots), each with its own
+// length, stepped together with rows per slot (continuous batching: slots prefilling and slots decoding in one call).
 #pragma once
 
 #include <algorithm>
@@ -69,28 +70,56 @@ struct gpt2 {
     }
   };
 
+  // The caches of `batch` sequences (slots; each layer's cache (batch, Context)) and each slot's length. A slot
+  // whose sequence ended is emptied with reset(b) and takes a new one.
+  struct batch_state {
+    std::vector<cache_type> caches;
+    std::vector<std::size_t> lengths;
+    explicit batch_state(std::size_t batch) : lengths(batch, 0) {
+      caches.reserve(Layers);
+      for (std::size_t i = 0; i < Layers; ++i) caches.emplace_back(batch, Context);
+    }
+    std::size_t batch() const noexcept { return lengths.size(); }
+    void reset(std::size_t b) {
+      check_slot(b);
+      for (auto& c : caches) c.reset(b);
+      lengths[b] = 0;
+    }
+    // Keeps slot b's first n tokens (n <= its length).
+    void truncate(std::size_t b, std::size_t n) {
+      check_slot(b);
+      if (n > lengths[b])
+        throw std::out_of_range("attnx: gpt2::batch_state: truncate slot " + std::to_string(b) + " to " + std::to_string(n) +
+                                " tokens, but it holds " + std::to_string(lengths[b]));
+      for (auto& c : caches) c.truncate(b, n);
+      lengths[b] = n;
+    }
+
+   private:
+    void check_slot(std::size_t b) const {
+      if (b >= lengths.size())
+        throw std::out_of_range("attnx: gpt2::batch_state: slot " + std::to_string(b) + " of " + std::to_string(lengths.size()));
+    }
+  };
+
   // Appends ids to the sequence (a prompt: prefill; one token: a decoding step) and returns the logits of every
   // new position, (ids.size(), Vocab). The sequence may not grow past Context (std::length_error; nothing is
   // appended then); an id outside [0, Vocab) throws std::out_of_range. Whatever throws later (an allocation), every
   // layer's cache is cut back to the sequence's length: s is as before the call.
   tensor<T, dyn, Vocab> step(std::span<const std::int32_t> ids, state& s, const context& ctx = current_context()) const {
     const std::size_t n = ids.size();
-    if (n == 0) throw std::invalid_argument("attnx: gpt2::step: no tokens");
-    if (s.length + n > Context)
-      throw std::length_error("attnx: gpt2::step: " + std::to_string(s.length) + " tokens and " + std::to_string(n) +
-                              " new ones exceed the context of " + std::to_string(Context));
-    const context_scope use(ctx);
-    try {
-      tensor<T, dyn, D> x = wte(ids) + slice<0>(wpe, s.length, n);
-      for (std::size_t i = 0; i < Layers; ++i) x = h[i].step(x, s.caches[i], 0, ctx);
-      tensor<T, dyn, Vocab> logits = ln_f(x) * lm_head;
-      s.length += n;
-      return logits;
-    } catch (...) {
-      for (auto& c : s.caches)
-        if (c.length(0) > s.length) c.truncate(0, s.length);
-      throw;
-    }
+    return step_slots(ids, std::span<const std::size_t>(&n, 1), s.caches, std::span<std::size_t>(&s.length, 1), ctx);
+  }
+  // Several sequences at once: ids holds rows[b] new tokens of slot b, the slots' tokens one after another (a slot
+  // with 0 has nothing this call; rows has one count per slot). Returns the logits of every new position in the
+  // same order, (ids.size(), Vocab). The rules (one count per slot, their sum ids.size(), each slot within Context,
+  // every id in [0, Vocab)) are checked before anything is appended; whatever throws later leaves s as it was.
+  tensor<T, dyn, Vocab> step(std::span<const std::int32_t> ids, std::span<const std::size_t> rows, batch_state& s,
+                             const context& ctx = current_context()) const {
+    if (rows.size() != s.batch())
+      attnx::detail::throw_extent_error("gpt2::step: one row count per slot of the batch state", "row_counts", rows.size(),
+                                        "slots", s.batch());
+    return step_slots(ids, rows, s.caches, s.lengths, ctx);
   }
 
   // Greedy generation: the prompt, then `count` tokens, each the argmax of the previous logits (the first
@@ -112,6 +141,42 @@ struct gpt2 {
   std::vector<std::int32_t> generate(std::span<const std::int32_t> prompt, std::size_t count, state& s,
                                      const context& ctx = current_context()) const {
     return generate(prompt, count, s, [](std::size_t, std::span<const T, Vocab>) {}, ctx);
+  }
+
+ private:
+  // rows[b] tokens of slot b (ids, one slot after another) through every layer (caches: one per layer, a slot per
+  // item), at positions lengths[b] on; lengths advanced on success, every cache cut back to them on failure.
+  tensor<T, dyn, Vocab> step_slots(std::span<const std::int32_t> ids, std::span<const std::size_t> rows,
+                                   std::vector<cache_type>& caches, std::span<std::size_t> lengths, const context& ctx) const {
+    const std::size_t n = ids.size();
+    if (n == 0) throw std::invalid_argument("attnx: gpt2::step: no tokens");
+    std::size_t total = 0;
+    for (std::size_t b = 0; b < rows.size(); ++b) {
+      if (lengths[b] + rows[b] > Context)
+        throw std::length_error("attnx: gpt2::step: " + std::to_string(lengths[b]) + " tokens and " +
+                                std::to_string(rows[b]) + " new ones exceed the context of " + std::to_string(Context) +
+                                (rows.size() > 1 ? " (slot " + std::to_string(b) + ")" : std::string()));
+      total += rows[b];
+    }
+    if (total != n)
+      attnx::detail::throw_extent_error("gpt2::step: ids must hold the slots' tokens, one slot after another", "ids", n,
+                                        "rows_per_slot_sum", total);
+    const context_scope use(ctx);
+    try {
+      tensor<T, dyn, D> x = wte(ids);
+      for (std::size_t b = 0, at = 0; b < rows.size(); at += rows[b], ++b)  // each slot's positions
+        for (std::size_t t = 0; t < rows[b]; ++t)
+          for (std::size_t j = 0; j < D; ++j) x(at + t, j) += wpe(lengths[b] + t, j);
+      for (std::size_t i = 0; i < Layers; ++i) x = rows.size() == 1 ? h[i].step(x, caches[i], 0, ctx) : h[i].step(x, caches[i], rows, ctx);
+      tensor<T, dyn, Vocab> logits = ln_f(x) * lm_head;
+      for (std::size_t b = 0; b < rows.size(); ++b) lengths[b] += rows[b];
+      return logits;
+    } catch (...) {
+      for (auto& c : caches)
+        for (std::size_t b = 0; b < rows.size(); ++b)
+          if (c.length(b) > lengths[b]) c.truncate(b, lengths[b]);
+      throw;
+    }
   }
 };
 
