@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,15 +36,22 @@ double row_error(const float* got, const double* want, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]));
   return worst / scale;
 }
+// The model and PyTorch's reference: the prompt, its logits, the greedy tokens and the logits each was taken from.
+struct reference {
+  attnx::safetensors::file f{data};
+  std::unique_ptr<model> m = attnx::models::load_gpt2<model>(f);
+  attnx::tensor<std::int32_t, attnx::dyn> prompt = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.prompt");
+  attnx::tensor<double, attnx::dyn, 512> prompt_logits = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.prompt_logits");
+  attnx::tensor<std::int32_t, attnx::dyn> tokens = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.generated");
+  attnx::tensor<double, attnx::dyn, 512> step_logits = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.step_logits");
+};
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(prefill_and_greedy_generation_match_pytorch) {
-  const attnx::safetensors::file f(data);
-  const auto m = attnx::models::load_gpt2<model>(f);
-  const auto prompt = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.prompt");
-  const auto want_prompt = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.prompt_logits");
-  const auto want_tokens = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.generated");
-  const auto want_steps = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.step_logits");
+  const reference ref;
+  const auto& m = ref.m;
+  const auto &prompt = ref.prompt, &want_tokens = ref.tokens;
+  const auto &want_prompt = ref.prompt_logits, &want_steps = ref.step_logits;
   const std::size_t np = prompt.dims()[0], ng = want_tokens.dims()[0];
   BOOST_TEST(np == 8u);
   BOOST_TEST(ng == 32u);
@@ -149,12 +157,10 @@ BOOST_AUTO_TEST_CASE(a_failed_step_leaves_the_state) {
 // sequence; slots 0 and 2 against one prefill of their sequence in a state of its own. Then the rules, which
 // change nothing.
 BOOST_AUTO_TEST_CASE(slots_stepped_together) {
-  const attnx::safetensors::file f(data);
-  const auto m = attnx::models::load_gpt2<model>(f);
-  const auto prompt = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.prompt");
-  const auto want_prompt = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.prompt_logits");
-  const auto want_tokens = f.load<attnx::tensor<std::int32_t, attnx::dyn>>("ref.generated");
-  const auto want_steps = f.load<attnx::tensor<double, attnx::dyn, 512>>("ref.step_logits");
+  const reference ref;
+  const auto& m = ref.m;
+  const auto &prompt = ref.prompt, &want_tokens = ref.tokens;
+  const auto &want_prompt = ref.prompt_logits, &want_steps = ref.step_logits;
   const std::size_t np = prompt.dims()[0], ng = want_tokens.dims()[0];
   const auto sequence = [](std::size_t len, std::size_t seed) {
     std::vector<std::int32_t> v(len);
