@@ -253,3 +253,55 @@ BOOST_AUTO_TEST_CASE(slots_stepped_together) {
   BOOST_TEST(s.lengths[1] == 8u);
   BOOST_TEST(s.caches[3].length(1) == 8u);
 }
+
+// Beams over a batch_state: a prompt prefilled once in slot 0 and copied to slots 1 and 2 (copy_slot), each given
+// another token; reorder to the surviving beams, once in place and once not; each slot's logits against a state
+// of its own holding the same sequence. Bad sources change nothing.
+BOOST_AUTO_TEST_CASE(beams_over_slots) {
+  const reference ref;
+  const auto& m = ref.m;
+  const std::vector<std::int32_t> prompt{17, 301, 5, 88, 450};
+  // the logits of the last position of a sequence stepped in a state of its own
+  const auto alone = [&](std::vector<std::int32_t> ids) {
+    model::state s;
+    const auto l = m->step(ids, s);
+    return std::vector<double>(l.data() + (ids.size() - 1) * 512, l.data() + ids.size() * 512);
+  };
+  model::batch_state s(3);
+  const std::vector<std::size_t> first{prompt.size(), 0, 0};
+  (void)m->step(prompt, first, s);
+  s.copy_slot(0, 1);
+  s.copy_slot(0, 2);
+  BOOST_TEST(s.lengths[2] == prompt.size());
+  BOOST_TEST(s.caches[2].length(1) == prompt.size());
+  std::vector<std::vector<std::int32_t>> seq(3, prompt);
+  double worst = 0;
+  const std::vector<std::size_t> one_each{1, 1, 1};
+  const auto step_all = [&](const std::vector<std::int32_t>& ids) {
+    const auto l = m->step(ids, one_each, s);
+    for (std::size_t b = 0; b < 3; ++b) {
+      seq[b].push_back(ids[b]);
+      worst = std::max(worst, row_error(l.data() + b * 512, alone(seq[b]).data(), 512));
+    }
+  };
+  step_all({7, 8, 9});
+  const std::vector<std::size_t> not_in_place{2, 2, 0}, in_place{1, 1, 2};
+  s.reorder(not_in_place);  // (slot 2 takes slot 0's while slot 0 takes slot 2's)
+  seq = {seq[2], seq[2], seq[0]};
+  step_all({40, 41, 42});
+  s.reorder(in_place);
+  seq = {seq[1], seq[1], seq[2]};
+  step_all({3, 3, 3});
+  for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(s.lengths[b] == prompt.size() + 3);
+  BOOST_TEST_MESSAGE("beams: worst relative logit error " << worst);
+  BOOST_TEST(worst <= tolerance);
+  const std::vector<std::size_t> lengths = s.lengths;
+  const std::vector<std::size_t> two{0, 1}, past{0, 3, 1};
+  BOOST_CHECK_EXCEPTION(s.reorder(two), attnx::extent_error, [](const attnx::extent_error& e) {
+    const std::string w = e.what();
+    return w.find("sources 2") != std::string::npos && w.find("slots 3") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(s.reorder(past), std::out_of_range);
+  BOOST_CHECK_THROW(s.copy_slot(0, 3), std::out_of_range);
+  BOOST_TEST(s.lengths == lengths, boost::test_tools::per_element());
+}

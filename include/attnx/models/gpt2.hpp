@@ -95,6 +95,42 @@ struct gpt2 {
       lengths[b] = n;
     }
 
+    // Slot dst takes slot src's sequence (a prompt prefilled once and shared by several sequences: parallel
+    // sampling, beams forked from it).
+    void copy_slot(std::size_t src, std::size_t dst) {
+      check_slot(src);
+      check_slot(dst);
+      for (auto& c : caches) c.copy_item(src, dst);
+      lengths[dst] = lengths[src];
+    }
+    // Slot b takes what slot from[b] holds, for every b at once (beam search: the surviving beams). from has one
+    // entry per slot. Nothing changes when it throws (a bad entry, or an allocation: when the slots cannot be
+    // moved in place, every layer's reordered cache is built before any is replaced).
+    void reorder(std::span<const std::size_t> from) {
+      if (from.size() != lengths.size())
+        attnx::detail::throw_extent_error("gpt2::batch_state: reorder: one source slot per slot", "sources", from.size(),
+                                          "slots", lengths.size());
+      bool in_place = true;
+      for (std::size_t b = 0; b < from.size(); ++b) {
+        check_slot(from[b]);
+        in_place = in_place && (from[b] == b || from[from[b]] == from[b]);
+      }
+      std::vector<std::size_t> moved(from.size());
+      for (std::size_t b = 0; b < from.size(); ++b) moved[b] = lengths[from[b]];
+      if (in_place) {  // (kv_cache::reorder's in-place case: no allocation)
+        for (auto& c : caches) c.reorder(from);
+      } else {
+        std::vector<cache_type> out;
+        out.reserve(caches.size());
+        for (const auto& c : caches) {
+          out.emplace_back(lengths.size(), c.capacity());
+          for (std::size_t b = 0; b < from.size(); ++b) out.back().copy_item(c, from[b], b);
+        }
+        caches.swap(out);
+      }
+      lengths.swap(moved);
+    }
+
    private:
     void check_slot(std::size_t b) const {
       if (b >= lengths.size())
