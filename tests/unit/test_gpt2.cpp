@@ -304,4 +304,31 @@ BOOST_AUTO_TEST_CASE(beams_over_slots) {
   BOOST_CHECK_THROW(s.reorder(past), std::out_of_range);
   BOOST_CHECK_THROW(s.copy_slot(0, 3), std::out_of_range);
   BOOST_TEST(s.lengths == lengths, boost::test_tools::per_element());
+  // each allocation of a reorder that cannot move in place made to fail in turn: the state as it was (every layer's
+  // lengths, and the next step's logits), then the reorder done
+  s.truncate(0, prompt.size() + 1);  // (three sequences of different lengths)
+  s.truncate(1, prompt.size() + 2);
+  seq[0].resize(prompt.size() + 1);
+  seq[1].resize(prompt.size() + 2);
+  const std::vector<std::size_t> held = s.lengths;
+  std::size_t failures = 0;
+  for (long k = 0;; ++k) {
+    allocation_hooks::fail_after.store(k);
+    try {
+      s.reorder(not_in_place);
+      allocation_hooks::fail_after.store(-1);
+      break;
+    } catch (const std::bad_alloc&) {
+      allocation_hooks::fail_after.store(-1);
+      ++failures;
+      BOOST_TEST(s.lengths == held, boost::test_tools::per_element());
+      for (const auto& c : s.caches)
+        for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(c.length(b) == held[b]);
+    }
+  }
+  BOOST_TEST(failures >= 4u);  // (one buffer per layer at least)
+  seq = {seq[2], seq[2], seq[0]};
+  step_all({5, 6, 7});
+  BOOST_TEST_MESSAGE("beams after " << failures << " failed reorders: worst relative logit error " << worst);
+  BOOST_TEST(worst <= tolerance);
 }
