@@ -687,7 +687,8 @@ BOOST_AUTO_TEST_CASE(few_rows_per_kv_head) {
   BOOST_TEST_CONTEXT("GQA 2 x Lq 2, d 128") { few_rows_values<float>(4, 2, 128, 128); }
   BOOST_TEST_CONTEXT("GQA 4 x Lq 1, d 128 / 64") { few_rows_values<float>(2, 1, 128, 64); }
   BOOST_TEST_CONTEXT("GQA 3 x Lq 1, d 128") { few_rows_values<float>(2, 1, 128, 128, 6); }
-  // Five to eight rows at d 128: few_rows as eight rows (padding rows beyond the item's); blocks at d 64.
+  // Five to eight rows at d 128: row_passes (rows 0-3, then the others, over each block of 256 keys: 1100 keys, five
+  // blocks, the last short); blocks at d 64.
   for (std::size_t lq : {5u, 7u, 8u}) BOOST_TEST_CONTEXT("Lq=" << lq << " d 128") { few_rows_values<float>(8, lq, 128, 128); }
   BOOST_TEST_CONTEXT("GQA 8 x Lq 1, d 128") { few_rows_values<float>(1, 1, 128, 128); }
   BOOST_TEST_CONTEXT("GQA 4 x Lq 2, d 128") { few_rows_values<float>(2, 2, 128, 128); }
@@ -849,7 +850,7 @@ void check_runs(const shape& s, ak::kv_storage kind, std::uint32_t seed, const p
 // and 4 chunks (24-25 chunks of 512 keys per head, one head; enough work for three threads): the runs differ,
 // the bits must not, and all agree with the reference. L_k: whole chunks (a boundary at the last key), a
 // short group just past a boundary, a short last chunk; one row (one_row), 2-4 rows (few_rows), 6 rows
-// (few_rows as eight at d 128), 12 rows (blocks); GQA; key lengths that end one batch item 13 chunks before the other; bf16 keys and values; double.
+// (row_passes at d 128: blocks of 256 keys inside the chunks), 12 rows (blocks); GQA; key lengths that end one batch item 13 chunks before the other; bf16 keys and values; double.
 BOOST_AUTO_TEST_CASE(chunk_runs_give_the_same_bits) {
   using I = instance<float>;
   using P = ak::attention_problem<float>;
