@@ -245,7 +245,28 @@ BOOST_AUTO_TEST_CASE(slots_stepped_together) {
   BOOST_CHECK_EXCEPTION(m->step(many, over, s), std::length_error, [](const std::length_error& e) {
     return std::string(e.what()).find("(slot 2)") != std::string::npos;
   });
+  const std::vector<std::size_t> wrapping{std::size_t(-2), 4, 1};  // (a sum that wraps to 3)
+  BOOST_CHECK_THROW(m->step(three, wrapping, s), std::length_error);
   unchanged();
+  // each allocation of a step of three slots made to fail in turn: every slot as it was, then the step done
+  const std::vector<std::int32_t> next{11, 12, 13, 14};
+  const std::vector<std::size_t> spread{1, 2, 1};
+  std::size_t failures = 0;
+  for (long k = 0;; ++k) {
+    allocation_hooks::fail_after.store(k);
+    try {
+      (void)m->step(next, spread, s);
+      allocation_hooks::fail_after.store(-1);
+      break;
+    } catch (const std::bad_alloc&) {
+      allocation_hooks::fail_after.store(-1);
+      ++failures;
+      unchanged();
+    }
+  }
+  BOOST_TEST(failures >= 20u);
+  for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(s.lengths[b] == lengths[b] + spread[b]);
+  for (std::size_t b = 0; b < 3; ++b) s.truncate(b, lengths[b]);
   BOOST_CHECK_THROW(s.truncate(0, lengths[0] + 1), std::out_of_range);
   BOOST_CHECK_THROW(s.reset(3), std::out_of_range);
   unchanged();
@@ -304,8 +325,8 @@ BOOST_AUTO_TEST_CASE(beams_over_slots) {
   BOOST_CHECK_THROW(s.reorder(past), std::out_of_range);
   BOOST_CHECK_THROW(s.copy_slot(0, 3), std::out_of_range);
   BOOST_TEST(s.lengths == lengths, boost::test_tools::per_element());
-  // each allocation of a reorder that cannot move in place made to fail in turn: the state as it was (every layer's
-  // lengths, and the next step's logits), then the reorder done
+  // each allocation of a reorder that cannot move in place made to fail in turn: the slots' lengths as they were in
+  // every layer; then the reorder done and the next step's logits those of the sequences moved
   s.truncate(0, prompt.size() + 1);  // (three sequences of different lengths)
   s.truncate(1, prompt.size() + 2);
   seq[0].resize(prompt.size() + 1);
@@ -326,7 +347,7 @@ BOOST_AUTO_TEST_CASE(beams_over_slots) {
         for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(c.length(b) == held[b]);
     }
   }
-  BOOST_TEST(failures >= 4u);  // (one buffer per layer at least)
+  BOOST_TEST(failures >= 2 * model::layers);  // (each layer's keys and values)
   seq = {seq[2], seq[2], seq[0]};
   step_all({5, 6, 7});
   BOOST_TEST_MESSAGE("beams after " << failures << " failed reorders: worst relative logit error " << worst);

@@ -467,14 +467,15 @@ BOOST_AUTO_TEST_CASE(transformer_block_step_with_masks) {
 }
 
 // Rows per item through a block (continuous batching): three items whose new tokens come in different counts at
-// each step (an item prefilling while another decodes, one with none), x (N, D) the items' rows one after another;
+// each step (an item prefilling while another decodes, one with none, runs of items with one count), x (N, D) the items' rows one after another;
 // an encoder block (causal, then under a sliding window given as a mask over (N, keys), with a context) and a
 // decoder reading each item's own memory (of different lengths) from a memory cache: every row against the loops.
 // The rules: one count per item, N their sum (the memory cache's batch too), nothing appended when one fails.
 BOOST_AUTO_TEST_CASE(transformer_block_step_rows_per_item) {
   constexpr std::size_t B = 3, L = 6, D = 16, H = 4, Hid = 32, Win = 3;
   const std::size_t Lm[B] = {5, 2, 4};
-  const std::vector<std::vector<std::size_t>> schedule = {{4, 0, 2}, {1, 3, 0}, {1, 3, 4}};  // 6 tokens each
+  // 6 tokens each; runs of items with one count (one kernel call for them, the mask's rows offset to theirs)
+  const std::vector<std::vector<std::size_t>> schedule = {{2, 2, 0}, {2, 1, 3}, {2, 3, 3}};
   const auto causal_ij = [](std::size_t i, std::size_t j) { return j <= i; };
   const auto window = [](std::size_t i, std::size_t j) { return j <= i && i - j < Win; };
   const auto every = [](std::size_t, std::size_t) { return true; };
@@ -539,6 +540,10 @@ BOOST_AUTO_TEST_CASE(transformer_block_step_rows_per_item) {
                         test_support::says({"input_rows 3", "rows_per_item_sum 4"}));
   BOOST_CHECK_EXCEPTION((void)dec.step(x3, fresh, nn::cross(small_memory), right), extent_error,
                         test_support::says({"attend_memory", "row_counts 3", "cache_batch 2"}));
+  const std::vector<std::size_t> wrapping = {std::size_t(-2), 4, 1};  // (a sum that wraps to 3)
+  BOOST_CHECK_EXCEPTION((void)enc.step(x3, fresh, wrapping), extent_error, test_support::says({"input_rows 3"}));
+  BOOST_CHECK_EXCEPTION((void)dec.cross_attn.attend_memory(x3, mem_cache, wrapping), extent_error,
+                        test_support::says({"attend_memory", "input_rows 3"}));
   for (std::size_t b = 0; b < B; ++b) BOOST_TEST(fresh.length(b) == 0u);
 }
 

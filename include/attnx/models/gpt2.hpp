@@ -110,22 +110,15 @@ struct gpt2 {
       if (from.size() != lengths.size())
         attnx::detail::throw_extent_error("gpt2::batch_state: reorder: one source slot per slot", "sources", from.size(),
                                           "slots", lengths.size());
-      bool in_place = true;
-      for (std::size_t b = 0; b < from.size(); ++b) {
-        check_slot(from[b]);
-        in_place = in_place && (from[b] == b || from[from[b]] == from[b]);
-      }
+      for (const std::size_t b : from) check_slot(b);
       std::vector<std::size_t> moved(from.size());
       for (std::size_t b = 0; b < from.size(); ++b) moved[b] = lengths[from[b]];
-      if (in_place) {  // (kv_cache::reorder's in-place case: no allocation)
+      if (caches.empty() || caches.front().reorders_in_place(from)) {  // (no allocation)
         for (auto& c : caches) c.reorder(from);
       } else {
         std::vector<cache_type> out;
         out.reserve(caches.size());
-        for (const auto& c : caches) {
-          out.emplace_back(lengths.size(), c.capacity());
-          for (std::size_t b = 0; b < from.size(); ++b) out.back().copy_item(c, from[b], b);
-        }
+        for (const auto& c : caches) out.push_back(c.reordered(from));
         caches.swap(out);
       }
       lengths.swap(moved);
@@ -188,11 +181,11 @@ struct gpt2 {
     if (n == 0) throw std::invalid_argument("attnx: gpt2::step: no tokens");
     std::size_t total = 0;
     for (std::size_t b = 0; b < rows.size(); ++b) {
-      if (lengths[b] + rows[b] > Context)
+      if (rows[b] > Context - lengths[b])  // (lengths[b] <= Context: no wrap)
         throw std::length_error("attnx: gpt2::step: " + std::to_string(lengths[b]) + " tokens and " +
                                 std::to_string(rows[b]) + " new ones exceed the context of " + std::to_string(Context) +
                                 (rows.size() > 1 ? " (slot " + std::to_string(b) + ")" : std::string()));
-      total += rows[b];
+      total += rows[b];  // (each at most Context: no wrap)
     }
     if (total != n)
       attnx::detail::throw_extent_error("gpt2::step: ids must hold the slots' tokens, one slot after another", "ids", n,

@@ -174,19 +174,29 @@ class kv_cache {
   // another keeps its own (from[from[b]] == from[b]: beams forked from survivors), only the items that change
   // are copied, in place; otherwise the whole cache is copied once into a new buffer.
   void reorder(std::span<const std::size_t> from) {
-    if (from.size() != batch_)
-      detail::throw_extent_error("kv_cache: reorder: one source item per batch item", "sources", from.size(), "batch", batch_);
-    for (const std::size_t b : from) item(b);
-    bool in_place = true;
-    for (std::size_t b = 0; b < batch_; ++b) in_place = in_place && (from[b] == b || from[from[b]] == from[b]);
-    if (in_place) {
+    check_sources(from);
+    if (reorders_in_place(from)) {
       for (std::size_t b = 0; b < batch_; ++b)
         if (from[b] != b) copy_rows(*this, from[b], b);
       return;
     }
+    *this = reordered(from);
+  }
+  // A copy in which item b holds what item from[b] holds here (reorder's result, this cache unchanged: a caller
+  // reordering several caches builds every copy before it replaces any).
+  kv_cache reordered(std::span<const std::size_t> from) const {
+    check_sources(from);
     kv_cache out(batch_, cap_, uninitialized);
     for (std::size_t b = 0; b < batch_; ++b) out.copy_rows(*this, from[b], b);
-    *this = std::move(out);
+    return out;
+  }
+  // Whether reorder(from) moves the items in place (every item taken by another keeps its own: from[from[b]] ==
+  // from[b]), allocating nothing.
+  bool reorders_in_place(std::span<const std::size_t> from) const {
+    check_sources(from);
+    bool in_place = true;
+    for (std::size_t b = 0; b < batch_; ++b) in_place = in_place && (from[b] == b || from[from[b]] == from[b]);
+    return in_place;
   }
 
   // Appends n tokens to every item: k (B, n, kv_heads * d_k) and v (B, n, kv_heads * d_v), row-major.
@@ -292,6 +302,12 @@ class kv_cache {
     return capacity;
   }
   // Item src of c (this cache or another whose item fits this capacity) into item dst: its rows and length.
+  // reorder's rules: one source per item, each an item of this cache.
+  void check_sources(std::span<const std::size_t> from) const {
+    if (from.size() != batch_)
+      detail::throw_extent_error("kv_cache: reorder: one source item per batch item", "sources", from.size(), "batch", batch_);
+    for (const std::size_t b : from) item(b);
+  }
   void copy_rows(const kv_cache& c, std::size_t src, std::size_t dst) {
     const std::size_t n = c.len_[src];
     for (std::size_t g = 0; g < KvHeads; ++g) {

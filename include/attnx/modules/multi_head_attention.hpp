@@ -648,7 +648,8 @@ class multi_head_attention {
       detail::throw_extent_error(std::string(fn) + ": one row count per batch item of the cache", "row_counts",
                                  rows.size(), "cache_batch", cache.batch());
     std::size_t total = 0;
-    for (const std::size_t r : rows) total += r;
+    for (const std::size_t r : rows)  // (saturating: counts that wrap the sum are no sum of N)
+      total = r > std::numeric_limits<std::size_t>::max() - total ? std::numeric_limits<std::size_t>::max() : total + r;
     if (total != N)
       detail::throw_extent_error(std::string(fn) + ": x must hold the items' rows, one item after another",
                                  "input_rows", N, "rows_per_item_sum", total);

@@ -301,7 +301,7 @@ struct transformer_block {
     return CrossAttention ? first : !given;
   }
   // Rows per item read their memories from a memory cache (a memory given as such is one tensor (B, L_m, D) for the
-  // batch, not an item's rows). Only asked once check_cross passed.
+  // batch, not an item's rows). (Quiet where check_cross failed: raw needs the memory right after the cache.)
   template <bool ByRows, class... Args>
   static constexpr bool check_rows_memory() {
     constexpr bool raw = CrossAttention && detail::first_is_cross<Args...> &&
