@@ -558,7 +558,8 @@ def decode_comparison(path, run_note=""):
             out.append(f"| {H} | {Lq} | {Lk} | {t} | " + " | ".join(cells) + " |")
     if gqa:
         out += ["", "GQA (`BM_gqa_<fp32|bf16>`): H query heads over G KV heads, H / G × L_q rows a KV head sharing one pass "
-                "over its keys (at L_q 2, eight fp32 rows: the eight-row loop; eight 16-bit rows: the blocks). Bytes of K and "
+                "over its keys (at L_q 2, eight rows: two passes over each block of 256 keys, rows 0-3 then 4-7, since "
+                "3b1e0de; decoding.md). Bytes of K and "
                 "V: 2 G L_k d. `% floor` as above (fp32 bytes, against the floor measured next to each cell); `× fp32` = "
                 "the fp32 time / the bf16 time (medians of cells timed apart). Not among issue 11's targets (its cells have "
                 "H = KV heads); for the figures of the model shapes decoding meets.", "",
