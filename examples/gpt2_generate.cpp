@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   constexpr std::size_t slots = 4;
   std::vector<std::vector<std::int32_t>> prompts(slots, std::vector<std::int32_t>(ids.begin(), ids.end())), alone(slots);
   for (std::size_t b = 1; b < slots; ++b)
-    for (std::size_t i = 0; i < b; ++i) prompts[b][i] = static_cast<std::int32_t>((prompts[b][i] + 97 * (b + i)) % model::vocab);
+    for (std::size_t i = 0; i < b; ++i) prompts[b][i] = static_cast<std::int32_t>((static_cast<std::size_t>(prompts[b][i]) + 97 * (b + i)) % model::vocab);
   float margin = 1e30f;  // the smallest lead of a chosen token's logit over the next (the choices are not near ties)
   for (std::size_t b = 0; b < slots; ++b) {
     model::state one;

@@ -406,6 +406,16 @@ void layers() {
   const auto c5 = dec.cross_attn.attend_memory(x, mem_cache, 0);
   expect(std::abs(c3(4, 7) - c1(4, 7)) < 1e-4f && std::abs(c4(1, 7) - c2(1, 7)) < 1e-4f && std::isfinite(c5(4, 7)),
          "cross-attention over a projected memory");
+  // rows per item (one item here: its first two tokens), through the decoder and the module; a cache reordered
+  kv_cache<float, 2, 4> dec_cache3(1, 8);
+  const std::vector<std::size_t> rows{2};
+  const auto c6 = dec.step(slice<0, 0, 2>(x), dec_cache3, nn::cross(mem_cache), rows);
+  const auto c7 = dec.cross_attn.attend_memory(slice<0, 0, 2>(x), mem_cache, rows);
+  const std::vector<std::size_t> same{0};
+  const kv_cache<float, 2, 4> moved = dec_cache3.reordered(same);
+  expect(std::abs(c6(1, 7) - c2(1, 7)) < 1e-4f && std::isfinite(c7(1, 7)) && moved.length(0) == 2 &&
+             dec_cache3.reorders_in_place(same),
+         "rows per item");
 }
 
 }  // namespace

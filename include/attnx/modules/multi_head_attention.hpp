@@ -655,11 +655,11 @@ class multi_head_attention {
                                  "input_rows", N, "rows_per_item_sum", total);
   }
   // Attention of the rows of q (N, heads d_k) into merged (N, heads d_v): counts[b] rows of item b0 + b, one item
-  // after another, over that item's cache, causal within its length (causal) or over every key it holds; a run of
+  // after another, over that item's cache, causal within its length (causal_order) or over every key it holds; a run of
   // items with one count in one kernel call. masks: as in step_rows (their strides set).
   template <class Q, class Cache>
   void attend_rows(const Q& q, tensor<T, dyn, heads * d_v>& merged, const Cache& cache, std::size_t b0,
-                   std::span<const std::size_t> counts, const context& ctx, bool causal,
+                   std::span<const std::size_t> counts, const context& ctx, bool causal_order,
                    std::span<const detail::cache_mask<T>> masks = {}, bool masks_by_item = false) const {
     const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
     std::array<kernels::score_step<T>, kernels::max_score_steps> steps{};
@@ -675,7 +675,7 @@ class multi_head_attention {
           steps[i] = detail::cache_mask_step(m, masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2],
                                              masks_by_item ? m.stride[0] : sz(n) * m.stride[2]);
         }
-        detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal, {}, false,
+        detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order, {}, false,
                                 std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
       }
       at += (e - b) * n;

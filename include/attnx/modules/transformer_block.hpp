@@ -362,7 +362,7 @@ struct transformer_block {
                                           "cache_batch", c.cache->batch(), "expected_batch", 1);
     }
     cross_attn.check_memory_input(h, *c.cache);
-    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, cached_attend(c, 0, current_context()));
+    sublayers(h, [&](const auto& a) { return attn(a, masks...); }, cached_attend(c, std::size_t{0}, current_context()));
   }
   // A step's sub-layers on x (the cross-attention rules checked by step_with).
   template <class X, class Attend, class CrossAttend>
