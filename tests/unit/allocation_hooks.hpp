@@ -29,6 +29,22 @@ inline void note(std::size_t n) {
   while (n > cur && !largest_allocation.compare_exchange_weak(cur, n, std::memory_order_relaxed)) {
   }
 }
+// attempt() with its first, second, ... allocation made to fail in turn (after_failure() after each
+// std::bad_alloc) until it succeeds; returns the failures.
+template <class Attempt, class AfterFailure>
+std::size_t fail_each_in_turn(const Attempt& attempt, const AfterFailure& after_failure) {
+  for (long k = 0;; ++k) {
+    fail_after.store(k);
+    try {
+      attempt();
+      fail_after.store(-1);
+      return static_cast<std::size_t>(k);
+    } catch (const std::bad_alloc&) {
+      fail_after.store(-1);
+      after_failure();
+    }
+  }
+}
 inline void* checked(void* p) {
   if (!p) throw std::bad_alloc();
   return p;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -132,21 +133,13 @@ BOOST_AUTO_TEST_CASE(a_failed_step_leaves_the_state) {
   (void)m->step(prompt, s);
   (void)m->step(prompt, clean);
   const auto want = m->step(next, clean);
-  std::size_t failures = 0;
-  for (long k = 0;; ++k) {
-    allocation_hooks::fail_after.store(k);
-    try {
-      const auto got = m->step(next, s);
-      allocation_hooks::fail_after.store(-1);
-      BOOST_TEST(s.length == 6u);
-      BOOST_TEST(std::equal(got.data(), got.data() + got.numel(), want.data(), want.data() + want.numel()));
-      break;
-    } catch (const std::bad_alloc&) {
-      ++failures;
-      BOOST_TEST(s.length == 4u);
-      for (const auto& c : s.caches) BOOST_TEST(c.length(0) == 4u);
-    }
-  }
+  std::optional<attnx::tensor<float, attnx::dyn, 512>> got;
+  const std::size_t failures = allocation_hooks::fail_each_in_turn([&] { got.emplace(m->step(next, s)); }, [&] {
+    BOOST_TEST(s.length == 4u);
+    for (const auto& c : s.caches) BOOST_TEST(c.length(0) == 4u);
+  });
+  BOOST_TEST(s.length == 6u);
+  BOOST_TEST(std::equal(got->data(), got->data() + got->numel(), want.data(), want.data() + want.numel()));
   BOOST_TEST_MESSAGE("gpt2::step: " << failures << " allocations failed in turn");
   BOOST_TEST(failures >= 20u);
 }
@@ -251,19 +244,7 @@ BOOST_AUTO_TEST_CASE(slots_stepped_together) {
   // each allocation of a step of three slots made to fail in turn: every slot as it was, then the step done
   const std::vector<std::int32_t> next{11, 12, 13, 14};
   const std::vector<std::size_t> spread{1, 2, 1};
-  std::size_t failures = 0;
-  for (long k = 0;; ++k) {
-    allocation_hooks::fail_after.store(k);
-    try {
-      (void)m->step(next, spread, s);
-      allocation_hooks::fail_after.store(-1);
-      break;
-    } catch (const std::bad_alloc&) {
-      allocation_hooks::fail_after.store(-1);
-      ++failures;
-      unchanged();
-    }
-  }
+  const std::size_t failures = allocation_hooks::fail_each_in_turn([&] { (void)m->step(next, spread, s); }, unchanged);
   BOOST_TEST(failures >= 20u);
   for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(s.lengths[b] == lengths[b] + spread[b]);
   for (std::size_t b = 0; b < 3; ++b) s.truncate(b, lengths[b]);
@@ -332,21 +313,11 @@ BOOST_AUTO_TEST_CASE(beams_over_slots) {
   seq[0].resize(prompt.size() + 1);
   seq[1].resize(prompt.size() + 2);
   const std::vector<std::size_t> held = s.lengths;
-  std::size_t failures = 0;
-  for (long k = 0;; ++k) {
-    allocation_hooks::fail_after.store(k);
-    try {
-      s.reorder(not_in_place);
-      allocation_hooks::fail_after.store(-1);
-      break;
-    } catch (const std::bad_alloc&) {
-      allocation_hooks::fail_after.store(-1);
-      ++failures;
-      BOOST_TEST(s.lengths == held, boost::test_tools::per_element());
-      for (const auto& c : s.caches)
-        for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(c.length(b) == held[b]);
-    }
-  }
+  const std::size_t failures = allocation_hooks::fail_each_in_turn([&] { s.reorder(not_in_place); }, [&] {
+    BOOST_TEST(s.lengths == held, boost::test_tools::per_element());
+    for (const auto& c : s.caches)
+      for (std::size_t b = 0; b < 3; ++b) BOOST_TEST(c.length(b) == held[b]);
+  });
   BOOST_TEST(failures >= 2 * model::layers);  // (each layer's keys and values)
   seq = {seq[2], seq[2], seq[0]};
   step_all({5, 6, 7});

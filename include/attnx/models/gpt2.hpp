@@ -196,7 +196,7 @@ struct gpt2 {
       for (std::size_t b = 0, at = 0; b < rows.size(); at += rows[b], ++b)  // each slot's positions
         for (std::size_t t = 0; t < rows[b]; ++t)
           for (std::size_t j = 0; j < D; ++j) x(at + t, j) += wpe(lengths[b] + t, j);
-      for (std::size_t i = 0; i < Layers; ++i) x = rows.size() == 1 ? h[i].step(x, caches[i], 0, ctx) : h[i].step(x, caches[i], rows, ctx);
+      for (std::size_t i = 0; i < Layers; ++i) x = h[i].step(x, caches[i], rows, ctx);
       tensor<T, dyn, Vocab> logits = ln_f(x) * lm_head;
       for (std::size_t b = 0; b < rows.size(); ++b) lengths[b] += rows[b];
       return logits;

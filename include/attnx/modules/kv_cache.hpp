@@ -174,21 +174,18 @@ class kv_cache {
   // another keeps its own (from[from[b]] == from[b]: beams forked from survivors), only the items that change
   // are copied, in place; otherwise the whole cache is copied once into a new buffer.
   void reorder(std::span<const std::size_t> from) {
-    check_sources(from);
-    if (reorders_in_place(from)) {
+    if (reorders_in_place(from)) {  // (the sources checked there)
       for (std::size_t b = 0; b < batch_; ++b)
         if (from[b] != b) copy_rows(*this, from[b], b);
       return;
     }
-    *this = reordered(from);
+    *this = reordered_copy(from);
   }
   // A copy in which item b holds what item from[b] holds here (reorder's result, this cache unchanged: a caller
   // reordering several caches builds every copy before it replaces any).
   kv_cache reordered(std::span<const std::size_t> from) const {
     check_sources(from);
-    kv_cache out(batch_, cap_, uninitialized);
-    for (std::size_t b = 0; b < batch_; ++b) out.copy_rows(*this, from[b], b);
-    return out;
+    return reordered_copy(from);
   }
   // Whether reorder(from) moves the items in place (every item taken by another keeps its own: from[from[b]] ==
   // from[b]), allocating nothing.
@@ -302,6 +299,12 @@ class kv_cache {
     return capacity;
   }
   // Item src of c (this cache or another whose item fits this capacity) into item dst: its rows and length.
+  // reordered without its rules (checked by the caller).
+  kv_cache reordered_copy(std::span<const std::size_t> from) const {
+    kv_cache out(batch_, cap_, uninitialized);
+    for (std::size_t b = 0; b < batch_; ++b) out.copy_rows(*this, from[b], b);
+    return out;
+  }
   // reorder's rules: one source per item, each an item of this cache.
   void check_sources(std::span<const std::size_t> from) const {
     if (from.size() != batch_)

@@ -564,8 +564,7 @@ class multi_head_attention {
       tensor<T, dyn, heads * d_v> merged(N);
       attend_rows(q, merged, cache, 0, rows, ctx, /*causal=*/false);
       basic_tensor<T, output_placeholder<shape_of_t<X>>> out(dims_of(x), uninitialized);
-      assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o),
-             ctx);
+      project_out(merged, out.data(), ctx);
       return out;
     } else {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
@@ -682,6 +681,11 @@ class multi_head_attention {
       b = e;
     }
   }
+  // The heads' merged outputs (N, heads d_v) through W_O (and b_O) into out (N rows of d_model).
+  void project_out(const tensor<T, dyn, heads * d_v>& merged, T* out, const context& ctx) const {
+    assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out, merged.dims()[0]),
+           project(merged, w_o, b_o), ctx);
+  }
   // The rows of x (B, n, d_model) or (n, d_model) as a (B n, d_model) matrix.
   using rows_view = basic_view<const T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>;
   // Items [b0, b0 + nb) each append their n rows of k (nb n, kv_heads d_k) and v (nb n, kv_heads d_v).
@@ -700,8 +704,7 @@ class multi_head_attention {
     const kernels::strided<T> os{merged.data(), sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
     detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order);
     basic_tensor<T, output_placeholder<SX>> out(d, uninitialized);
-    assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), nb * n), project(merged, w_o, b_o),
-           ctx);
+    project_out(merged, out.data(), ctx);
     return out;
   }
   // Where is item b0 (x (B, n, d_model) from b0 = 0, or (n, d_model) for item b0) or the rows per item.
@@ -837,7 +840,7 @@ class multi_head_attention {
       for (std::size_t b = 0, at = 0; b < counts.size(); at += counts[b], ++b)
         cache.append(b0 + b, k.data() + at * kv_heads * d_k, v.data() + at * kv_heads * d_v, counts[b]);
       attend_rows(q, merged, cache, b0, counts, ctx, /*causal=*/true, masks, masks_by_item);
-      assign(basic_view<T, shape<axis<anon, dyn>, axis<names::d_model, d_model>>>(out.data(), N), project(merged, w_o, b_o), ctx);
+      project_out(merged, out.data(), ctx);
     });
     return out;
   }

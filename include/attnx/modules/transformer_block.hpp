@@ -260,8 +260,7 @@ struct transformer_block {
         } else {
           const auto& mem = std::get<0>(args);
           if constexpr (detail::is_cross_cached<std::remove_cvref_t<decltype(mem)>>) {
-            if constexpr (item || by_rows) cross_attn.check_memory_input(x, *mem.cache, where);
-            else cross_attn.check_memory_input(x, *mem.cache);
+            cross_attn.check_memory_input(x, *mem.cache, where);  // (where: item 0 for x (B, n, D), whose batch it checks)
             return cached_attend(mem, where, ctx);
           } else {
             return memory_attend(mem);
