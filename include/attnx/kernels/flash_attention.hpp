@@ -484,6 +484,18 @@ template <class Kernel, class T>
 decode_kernel_ref<T> decode_ref() {
   return {&Kernel::scratch_elems, &Kernel::run};
 }
+#ifdef ATTNX_EXTERN_KERNELS
+// The decode kernels over bf16 / f16 K and V (float queries), instantiated by <attnx/kernels/instantiate.hpp> (with
+// ATTNX_INSTANTIATE_KV16: a translation unit of their own if wanted, as theirs is most of the float kernels' compile).
+extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, bf16>, float>();
+extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, f16>, float>();
+#if ATTNX_SIMD_X86
+extern template decode_kernel_ref<float> decode_ref<avx2::decode_kernel<float, bf16>, float>();
+extern template decode_kernel_ref<float> decode_ref<avx2::decode_kernel<float, f16>, float>();
+extern template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float, bf16>, float>();
+extern template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float, f16>, float>();
+#endif
+#endif
 
 // Chunks of decode_chunk keys per (batch item, KV head), each a partial state per row; then the merge.
 // A work item is a run of consecutive chunks of one (b, g), as long as the number of threads allows (at

@@ -15,10 +15,17 @@
 #include "attnx/kernels/gemm.hpp"
 
 // One element type per file, to compile them in parallel: define ATTNX_INSTANTIATE_FLOAT in one file and
-// ATTNX_INSTANTIATE_DOUBLE in another before including this header (neither defined: both here).
-#if !defined(ATTNX_INSTANTIATE_FLOAT) && !defined(ATTNX_INSTANTIATE_DOUBLE)
+// ATTNX_INSTANTIATE_DOUBLE in another before including this header (neither defined: both here). The float
+// kernels include the decode kernels over bf16 / f16 K and V, most of their compile (clang 14 -O1 with ASan and
+// UBSan: 316 s for all the float kernels, 114 s without those; g++ 12 -O2: see docs/design.md): define
+// ATTNX_INSTANTIATE_KV16_APART beside ATTNX_INSTANTIATE_FLOAT and ATTNX_INSTANTIATE_KV16 in a third file to compile
+// them apart.
+#if !defined(ATTNX_INSTANTIATE_FLOAT) && !defined(ATTNX_INSTANTIATE_DOUBLE) && !defined(ATTNX_INSTANTIATE_KV16)
 #define ATTNX_INSTANTIATE_FLOAT
 #define ATTNX_INSTANTIATE_DOUBLE
+#endif
+#if defined(ATTNX_INSTANTIATE_FLOAT) && !defined(ATTNX_INSTANTIATE_KV16_APART) && !defined(ATTNX_INSTANTIATE_KV16)
+#define ATTNX_INSTANTIATE_KV16
 #endif
 
 namespace attnx::kernels {
@@ -27,6 +34,18 @@ template void flash_attention<float>(const attention_problem<float>&, simd::isa,
 namespace detail {
 template const gemm_ops<float>& gemm_ops_for<float>(simd::isa);
 }
+#endif
+#ifdef ATTNX_INSTANTIATE_KV16
+namespace detail {
+template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, bf16>, float>();
+template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, f16>, float>();
+#if ATTNX_SIMD_X86
+template decode_kernel_ref<float> decode_ref<avx2::decode_kernel<float, bf16>, float>();
+template decode_kernel_ref<float> decode_ref<avx2::decode_kernel<float, f16>, float>();
+template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float, bf16>, float>();
+template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float, f16>, float>();
+#endif
+}  // namespace detail
 #endif
 #ifdef ATTNX_INSTANTIATE_DOUBLE
 template void flash_attention<double>(const attention_problem<double>&, simd::isa, unsigned);
