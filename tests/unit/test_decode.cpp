@@ -34,9 +34,9 @@ using attnx::simd::isa;
 
 namespace {
 
-// The double reference runs on one thread and has nothing for ThreadSanitizer to check, yet its instrumented loops
-// were most of the TSan build's time: it is compiled without them there (raw pointers inside, as GCC does not
-// inline instrumented functions such as std::vector's operator[] into an uninstrumented one).
+// The double reference runs on one thread and has nothing for ThreadSanitizer to check: it is compiled without the
+// instrumentation there (raw pointers inside, as GCC does not inline instrumented functions such as std::vector's
+// operator[] into an uninstrumented one). The eight unit.decode entries under TSan: 674 -> 597 s of CPU.
 #if defined(__SANITIZE_THREAD__)
 #define UNINSTRUMENTED __attribute__((no_sanitize("thread")))
 #else

@@ -486,7 +486,8 @@ decode_kernel_ref<T> decode_ref() {
 }
 #ifdef ATTNX_EXTERN_KERNELS
 // The decode kernels over bf16 / f16 K and V (float queries), instantiated by <attnx/kernels/instantiate.hpp> (with
-// ATTNX_INSTANTIATE_KV16: a translation unit of their own if wanted, as theirs is most of the float kernels' compile).
+// ATTNX_INSTANTIATE_KV16: a translation unit of their own if wanted, as theirs is about half the float kernels'
+// compile).
 extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, bf16>, float>();
 extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, f16>, float>();
 #if ATTNX_SIMD_X86

@@ -298,7 +298,6 @@ class kv_cache {
                               " tokens do not fit in memory");
     return capacity;
   }
-  // Item src of c (this cache or another whose item fits this capacity) into item dst: its rows and length.
   // reordered without its rules (checked by the caller).
   kv_cache reordered_copy(std::span<const std::size_t> from) const {
     kv_cache out(batch_, cap_, uninitialized);
@@ -311,6 +310,7 @@ class kv_cache {
       detail::throw_extent_error("kv_cache: reorder: one source item per batch item", "sources", from.size(), "batch", batch_);
     for (const std::size_t b : from) item(b);
   }
+  // Item src of c (this cache or another whose item fits this capacity) into item dst: its rows and length.
   void copy_rows(const kv_cache& c, std::size_t src, std::size_t dst) {
     const std::size_t n = c.len_[src];
     for (std::size_t g = 0; g < KvHeads; ++g) {
