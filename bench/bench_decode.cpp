@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "attnx/attnx.hpp"
+#include "attnx/kernels/tuning.hpp"
 #include "bench_common.hpp"
 #include "fma_peak.hpp"
 #include "read_floor.hpp"

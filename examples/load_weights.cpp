@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   const fs::path dir = argc > 1 ? fs::path(argv[1]) : fs::path(__FILE__).parent_path() / "data";
   try {
     const st::file weights(dir / "mha_small.safetensors");
-    std::cout << "weights: " << weights.path().filename().string() << ", " << weights.tensors().size() << " tensors\n";
+    std::cout << "weights: " << fs::path(weights.path()).filename().string() << ", " << weights.tensors().size() << " tensors\n";
     for (const auto& [name, t] : weights.tensors())
       std::cout << "  " << name << "  " << t.dtype << " " << st::shape_text(t.shape) << "\n";
 

@@ -10,7 +10,8 @@
 #                       example tests, compile_fail (each failing program:
 #                       the one-error and message checks; the controls and the
 #                       headers tests, compiler-neutral, run under gcc),
-#                       warnings, install
+#                       warnings (install runs under gcc: the consumer is
+#                       built without sanitizers)
 #   tsan   build/tsan   g++ -O1, ThreadSanitizer: the unit tests that start
 #                       threads: concurrent callers, changing thread counts,
 #                       fork (test_context), the threaded kernels (flash
@@ -189,15 +190,15 @@ TSAN_REGEX="^unit\.($(IFS='|'; echo "${TSAN_TESTS[*]}"))(\.|\$)"
 for c in "${CONFIGS[@]}"; do
   case "$c" in
     gcc)
-      run_config gcc g++ "" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O2 -DATTNX_SANITIZE= ;;
+      run_config gcc g++ "" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O2 -DATTNX_SANITIZE= -DATTNX_STRICT_WARNINGS=ON ;;
     clang)
-      run_config clang clang++ "control|headers|fuzz" \
+      run_config clang clang++ "control|headers|fuzz|install" \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -gline-tables-only" \
-        -DATTNX_SANITIZE=address,undefined ;;
+        -DATTNX_SANITIZE=address,undefined -DATTNX_STRICT_WARNINGS=ON ;;
     asan)
       run_config asan g++ "compile_fail|headers|warnings|install|fuzz" \
         -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
-        -DATTNX_SANITIZE=address,undefined ;;
+        -DATTNX_SANITIZE=address,undefined -DATTNX_STRICT_WARNINGS=ON ;;
     tsan)
       ONLY_TARGETS="$TSAN_TARGETS" ONLY_TESTS="$TSAN_REGEX" \
         run_config tsan g++ "compile_fail|headers|warnings|install|fuzz" \

@@ -100,7 +100,7 @@ namespace detail {
 // The state of the union of the key sets of n states (all of one shape; n >= 1).
 template <class T, class S>
 attention_state<T, S> merge_states(const attention_state<T, S>* const* states, std::size_t n) {
-  if (n == 0) throw std::invalid_argument("attnx: merge: no attention state to merge");
+  if (n == 0) ATTNX_THROW(std::invalid_argument("attnx: merge: no attention state to merge"));
   const auto d = states[0]->out.dims();
   const auto ld = drop_last_dim(d);
   const std::size_t dv = d[S::rank - 1];

@@ -3,6 +3,8 @@
 
 #include "attnx/kernels/attention_state.hpp"
 #include "attnx/kernels/flash_attention.hpp"
+#include "attnx/kernels/impl/decode.hpp"  // the decode driver's rules (decode_max_rows, kv_shared_by_batch)
+#include "attnx/kernels/tuning.hpp"
 #include "attnx/tensor/half.hpp"
 
 #include <algorithm>

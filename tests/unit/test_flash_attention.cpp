@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "attnx/kernels/flash_attention.hpp"
+#include "attnx/kernels/impl/tiles.hpp"  // the tiles of each instruction set, for exp2 (the kernels are the library's)
 #include "messages.hpp"
 #include "random.hpp"
 

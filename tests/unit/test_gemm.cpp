@@ -114,7 +114,7 @@ simd::isa isa_of(const E& e) {
 // ---- the kernels, called directly -----------------------------------------------------------------------
 template <class T, simd::isa I>
 void kernel_case(std::size_t m, std::size_t k, std::size_t n, unsigned seed) {
-  const auto& ops = kd::gemm_ops_isa<T, I>();
+  const auto& ops = kd::gemm_ops_for<T>(I);
   const dvec a = random_values(m * k, seed), b = random_values(k * n, seed + 1);
   const std::size_t mr = ops.mr, nr = ops.nr, mp = (m + mr - 1) / mr * mr, np = (n + nr - 1) / nr * nr;
   kd::gemm_buffer<T> ap, bp, c, bsrc;

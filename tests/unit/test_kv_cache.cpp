@@ -11,6 +11,8 @@
 #include "allocation_hooks.hpp"  // allocation failures on demand (a_failed_step_appends_nothing)
 #include "support.hpp"
 
+#include <attnx/kernels/tuning.hpp>
+
 using namespace test_support;
 using attnx::dyn;
 

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <attnx/attnx.hpp>
+#include <attnx/simd/vec.hpp>  // (the SIMD layer itself: the kernels' headers are the library's)
 
 #include <array>
 #include <cmath>

@@ -22,13 +22,12 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
 #include <string_view>
 #include <type_traits>
 
+#include "attnx/config.hpp"
 #include "attnx/util/algorithm.hpp"
+#include "attnx/exec/atomic.hpp"
 #include "attnx/exec/thread_pool.hpp"
 #include "attnx/simd/isa.hpp"
 
@@ -56,28 +55,10 @@ class context {
 
   // The default context's settings as the environment gives them: ATTNX_ISA (refused with
   // std::invalid_argument when unknown or when the CPU lacks it) and ATTNX_THREADS (a count >= 0).
-  static context from_environment() {
-    context c;
-    if (const char* s = std::getenv("ATTNX_ISA"); s && *s) c.set_isa(parse_isa(s, "ATTNX_ISA"));
-    if (const char* s = std::getenv("ATTNX_THREADS"); s && *s) {
-      char* end = nullptr;
-      const unsigned long n = std::strtoul(s, &end, 10);
-      if (end == s || *end != '\0' || s[0] == '-')
-        throw std::invalid_argument(std::string("attnx: ATTNX_THREADS=") + s + " is not a thread count");
-      c.set_threads(static_cast<unsigned>(alg::min<unsigned long>(n, exec::max_threads_limit)));
-    }
-    return c;
-  }
+  static context from_environment();
 
   // "scalar", "avx2" or "avx512", and only one this CPU has.
-  static simd::isa parse_isa(std::string_view s, std::string_view what = "isa") {
-    const auto i = simd::parse(s);
-    if (!i)
-      throw std::invalid_argument("attnx: " + std::string(what) + "=" + std::string(s) +
-                                  " is not an instruction set (scalar, avx2 or avx512)");
-    check_isa(*i, what);
-    return *i;
-  }
+  static simd::isa parse_isa(std::string_view s, std::string_view what = "isa");
 
   // Threads per evaluation, as it will run: 1 .. exec::max_threads().
   unsigned threads() const noexcept {
@@ -117,11 +98,7 @@ class context {
   void count_gemm_blocks(std::size_t n) const noexcept { gemm_blocks_.fetch_add(n, memory_order_relaxed); }
 
  private:
-  static void check_isa(simd::isa i, std::string_view what) {
-    if (!simd::cpu_supports(i))
-      throw std::invalid_argument("attnx: " + std::string(what) + ": this CPU cannot run the " +
-                                  std::string(simd::name(i)) + " path (it has: " + simd::supported_list() + ")");
-  }
+  static void check_isa(simd::isa i, std::string_view what);
 
   exec::detail::atomic<unsigned> threads_{0};
   exec::detail::atomic<simd::isa> isa_;
@@ -133,29 +110,19 @@ class context {
 
 // The process-wide default, read from the environment on first use (an invalid ATTNX_ISA or
 // ATTNX_THREADS throws std::invalid_argument from here, i.e. from the first evaluation, every time).
-inline context& default_context() {
-  static context ctx = context::from_environment();
-  return ctx;
-}
+context& default_context();
 
 // Settings of the default context.
-inline void set_threads(unsigned n) { default_context().set_threads(n); }
-
-namespace detail {
-inline thread_local const context* scoped_context = nullptr;
-}
+void set_threads(unsigned n);
 
 // The context of evaluations on this thread: the innermost context_scope, else the default.
-inline const context& current_context() {
-  const context* c = detail::scoped_context;
-  return c ? *c : default_context();
-}
+const context& current_context();
 
 // Evaluations on this thread use ctx until the scope ends (scopes nest). The context must outlive it.
 class context_scope {
  public:
-  explicit context_scope(const context& ctx) noexcept : previous_(detail::scoped_context) { detail::scoped_context = &ctx; }
-  ~context_scope() { detail::scoped_context = previous_; }
+  explicit context_scope(const context& ctx) noexcept;
+  ~context_scope();
   context_scope(const context_scope&) = delete;
   context_scope& operator=(const context_scope&) = delete;
 
@@ -191,3 +158,7 @@ unsigned parallel_for(std::size_t count, unsigned slots, Body&& body) {
 
 }  // namespace exec
 }  // namespace attnx
+
+#if ATTNX_HEADER_ONLY
+#include "attnx/exec/impl/context.hpp"
+#endif

@@ -29,14 +29,14 @@
 // of a 2 MiB page backs all of it, and a fault there may compact memory first.
 #pragma once
 
-#include <array>
-#include <atomic>
 #include <cstddef>
-#include <cstdlib>
-#include <new>
+
+#include "attnx/config.hpp"
 
 #if defined(__linux__)
-#include <sys/mman.h>
+#define ATTNX_HUGE_PAGES_SUPPORTED 1  // (MADV_HUGEPAGE: Linux 2.6.38 and later)
+#else
+#define ATTNX_HUGE_PAGES_SUPPORTED 0
 #endif
 
 #if !defined(ATTNX_NO_BLOCK_CACHE)
@@ -60,11 +60,7 @@ inline constexpr bool block_cache_enabled = true;
 inline constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;   // 64 KiB
 inline constexpr std::size_t cache_max_bytes = std::size_t(256) << 20;  // 256 MiB per thread
 inline constexpr std::size_t cache_slots = 16;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-inline constexpr bool huge_pages_supported = true;
-#else
-inline constexpr bool huge_pages_supported = false;
-#endif
+inline constexpr bool huge_pages_supported = ATTNX_HUGE_PAGES_SUPPORTED;
 inline constexpr std::size_t huge_page_bytes = std::size_t(2) << 20;      // 2 MiB (x86-64, AArch64 with 4 KiB pages)
 inline constexpr std::size_t huge_page_min_bytes = std::size_t(4) << 20;  // 4 MiB: two huge pages or more
 
@@ -74,103 +70,27 @@ constexpr std::size_t block_alignment(std::size_t bytes) noexcept {
   return huge_pages_supported && bytes >= huge_page_min_bytes ? huge_page_bytes : memory_alignment;
 }
 
-namespace detail {
-inline std::atomic<bool>& huge_pages_flag() noexcept {
-  static std::atomic<bool> on{[] {
-    const char* e = std::getenv("ATTNX_HUGE_PAGES");
-    return e != nullptr && e[0] == '1' && e[1] == 0;
-  }()};
-  return on;
-}
-}  // namespace detail
-
 // Whether blocks of huge_page_min_bytes and more allocated from now on are advised MADV_HUGEPAGE (see above;
 // blocks already allocated keep their pages). Any thread, any time; huge_pages() stays false where
 // huge_pages_supported is false.
-inline void set_huge_pages(bool on) noexcept { detail::huge_pages_flag().store(on && huge_pages_supported); }
-inline bool huge_pages() noexcept { return huge_pages_supported && detail::huge_pages_flag().load(); }
-
-namespace detail {
-struct block_cache {
-  struct entry {
-    void* p = nullptr;
-    std::size_t bytes = 0;
-  };
-  std::array<entry, cache_slots> blocks{};  // blocks[0, count): oldest first
-  std::size_t count = 0;
-  std::size_t total = 0;
-
-  block_cache() = default;
-  block_cache(const block_cache&) = delete;
-  block_cache& operator=(const block_cache&) = delete;
-  ~block_cache() { clear(); }
-
-  void* take(std::size_t bytes) noexcept {
-    for (std::size_t i = count; i-- > 0;) {  // the newest first: the most likely to be in cache
-      if (blocks[i].bytes == bytes) {
-        void* p = blocks[i].p;
-        for (std::size_t j = i + 1; j < count; ++j) blocks[j - 1] = blocks[j];
-        --count;
-        total -= bytes;
-        return p;
-      }
-    }
-    return nullptr;
-  }
-  void put(void* p, std::size_t bytes) noexcept {
-    while (count > 0 && (count == cache_slots || total + bytes > cache_max_bytes)) drop_oldest();
-    blocks[count++] = {p, bytes};
-    total += bytes;
-  }
-  void drop_oldest() noexcept {
-    ::operator delete(blocks[0].p, std::align_val_t{block_alignment(blocks[0].bytes)});
-    total -= blocks[0].bytes;
-    for (std::size_t j = 1; j < count; ++j) blocks[j - 1] = blocks[j];
-    --count;
-  }
-  void clear() noexcept {
-    while (count > 0) drop_oldest();
-  }
-};
-
-inline block_cache& thread_block_cache() noexcept {
-  thread_local block_cache cache;
-  return cache;
-}
-}  // namespace detail
+void set_huge_pages(bool on) noexcept;
+bool huge_pages() noexcept;
 
 // A block of `bytes` bytes (at least one), aligned to block_alignment(bytes) (at least memory_alignment), its
 // whole 2 MiB pages advised MADV_HUGEPAGE if huge_pages() (see above); throws std::bad_alloc.
-inline void* allocate_bytes(std::size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  if (block_cache_enabled && bytes >= cache_min_bytes && bytes <= cache_max_bytes) {
-    if (void* p = detail::thread_block_cache().take(bytes)) return p;
-  }
-  const std::size_t align = block_alignment(bytes);
-  void* p = ::operator new(bytes, std::align_val_t{align});
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  // Advice, not a requirement: where it fails (transparent huge pages "never", an old kernel) the block
-  // keeps 4 KiB pages.
-  if (align == huge_page_bytes && huge_pages()) (void)::madvise(p, bytes / huge_page_bytes * huge_page_bytes, MADV_HUGEPAGE);
-#endif
-  return p;
-}
+void* allocate_bytes(std::size_t bytes);
 
 // Gives back a block of allocate_bytes(bytes) (the same bytes); nullptr is ignored.
-inline void release_bytes(void* p, std::size_t bytes) noexcept {
-  if (p == nullptr) return;
-  if (bytes == 0) bytes = 1;
-  if (block_cache_enabled && bytes >= cache_min_bytes && bytes <= cache_max_bytes) {
-    detail::thread_block_cache().put(p, bytes);
-    return;
-  }
-  ::operator delete(p, std::align_val_t{block_alignment(bytes)});
-}
+void release_bytes(void* p, std::size_t bytes) noexcept;
 
 // Returns the blocks the calling thread keeps for reuse to the system.
-inline void release_cached_memory() noexcept { detail::thread_block_cache().clear(); }
+void release_cached_memory() noexcept;
 
 // The bytes the calling thread keeps for reuse.
-inline std::size_t cached_bytes() noexcept { return detail::thread_block_cache().total; }
+std::size_t cached_bytes() noexcept;
 
 }  // namespace attnx::exec
+
+#if ATTNX_HEADER_ONLY
+#include "attnx/exec/impl/memory.hpp"
+#endif

@@ -1,5 +1,6 @@
-// attnx: the few threading primitives the pool and the contexts need (atomics, a mutex, a lock, a
-// condition variable, a detached thread), on the compiler's atomic builtins and POSIX threads directly.
+// attnx: the few threading primitives the thread pool needs (a mutex, a lock, a condition variable, a detached
+// thread) on POSIX threads directly, and the atomics of exec/atomic.hpp. Only the pool's definitions include it
+// (exec/impl/thread_pool.hpp).
 //
 // Why not <atomic>, <thread>, <mutex> and <condition_variable>: with libstdc++ they bring <ostream>,
 // <stop_token> and much machinery, a large part of the cost of compiling an empty program that includes
@@ -7,6 +8,9 @@
 // std::mutex are these same builtins and pthread objects underneath, so ThreadSanitizer sees the same
 // thing. Without POSIX threads the standard mutex, condition variable and thread are used.
 #pragma once
+
+#include "attnx/config.hpp"
+#include "attnx/exec/atomic.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
@@ -21,50 +25,6 @@
 #endif
 
 namespace attnx::exec::detail {
-
-// The memory orders of std::atomic, as the builtins spell them.
-enum memory_order : int {
-  memory_order_relaxed = __ATOMIC_RELAXED,
-  memory_order_acquire = __ATOMIC_ACQUIRE,
-  memory_order_release = __ATOMIC_RELEASE,
-  memory_order_acq_rel = __ATOMIC_ACQ_REL,
-  memory_order_seq_cst = __ATOMIC_SEQ_CST,
-};
-
-// The part of std::atomic<T> attnx uses, for a trivially copyable T of 1, 2, 4 or 8 bytes (integers,
-// bool, enums, pointers). fetch_add / fetch_sub: integers only.
-template <class T>
-class atomic {
- public:
-  constexpr atomic() noexcept : v_{} {}
-  constexpr atomic(T v) noexcept : v_(v) {}  // NOLINT: like std::atomic, converts
-  atomic(const atomic&) = delete;
-  atomic& operator=(const atomic&) = delete;
-
-  T load(memory_order o = memory_order_seq_cst) const noexcept {
-    T r;
-    __atomic_load(&v_, &r, o);
-    return r;
-  }
-  void store(T v, memory_order o = memory_order_seq_cst) noexcept { __atomic_store(&v_, &v, o); }
-  T exchange(T v, memory_order o = memory_order_seq_cst) noexcept {
-    T r;
-    __atomic_exchange(&v_, &v, &r, o);
-    return r;
-  }
-  // As std::atomic: on failure `expected` receives the current value.
-  bool compare_exchange_strong(T& expected, T desired, memory_order o = memory_order_seq_cst) noexcept {
-    const memory_order fail = o == memory_order_acq_rel ? memory_order_acquire
-                              : o == memory_order_release ? memory_order_relaxed
-                                                          : o;
-    return __atomic_compare_exchange(&v_, &expected, &desired, false, o, fail);
-  }
-  T fetch_add(T n, memory_order o = memory_order_seq_cst) noexcept { return __atomic_fetch_add(&v_, n, o); }
-  T fetch_sub(T n, memory_order o = memory_order_seq_cst) noexcept { return __atomic_fetch_sub(&v_, n, o); }
-
- private:
-  alignas(sizeof(T)) T v_;
-};
 
 #if ATTNX_EXEC_PTHREAD
 
@@ -153,12 +113,17 @@ class unique_lock : public std::unique_lock<std::mutex> {
 using condition_variable = std::condition_variable;
 
 inline bool start_detached(void* (*fn)(void*), void* arg) noexcept {
+#if ATTNX_EXCEPTIONS
   try {
     std::thread([fn, arg] { fn(arg); }).detach();
     return true;
   } catch (...) {
     return false;
   }
+#else
+  std::thread([fn, arg] { fn(arg); }).detach();
+  return true;
+#endif
 }
 
 inline unsigned cpus_online() noexcept {

@@ -196,14 +196,14 @@ template <class S>
 constexpr void check_key_lengths(const key_lengths_mask& m, const dims_t<S::rank>& d) {
   const std::size_t batches = S::rank >= 3 ? d[0] : 1;
   if (m.count != batches)
-    throw std::invalid_argument("attnx: mask: key_lengths has " + std::to_string(m.count) + " entries but the scores " +
-                                shape_string<S>(d) + " have " + std::to_string(batches) + " batch items");
-  if (m.count > 0 && m.lengths == nullptr) throw std::invalid_argument("attnx: mask: key_lengths over a null pointer");
+    ATTNX_THROW(std::invalid_argument("attnx: mask: key_lengths has " + std::to_string(m.count) + " entries but the scores " +
+                                shape_string<S>(d) + " have " + std::to_string(batches) + " batch items"));
+  if (m.count > 0 && m.lengths == nullptr) ATTNX_THROW(std::invalid_argument("attnx: mask: key_lengths over a null pointer"));
   const std::size_t keys = dims_cols(d);
   for (std::size_t b = 0; b < m.count; ++b)
     if (m.lengths[b] > keys)
-      throw std::out_of_range("attnx: mask: key_lengths[" + std::to_string(b) + "] = " + std::to_string(m.lengths[b]) +
-                              " exceeds the " + std::to_string(keys) + " keys");
+      ATTNX_THROW(std::out_of_range("attnx: mask: key_lengths[" + std::to_string(b) + "] = " + std::to_string(m.lengths[b]) +
+                              " exceeds the " + std::to_string(keys) + " keys"));
 }
 
 // Run-time lengths: one per batch item. A wrong count or a length above the key count throws.

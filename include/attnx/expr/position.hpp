@@ -70,7 +70,7 @@ constexpr void rope_rotate(T* x, std::size_t d, const T* c, const T* s, rope_sty
   }
 }
 [[noreturn]] inline void throw_rotary_odd(std::size_t d) {
-  throw extent_error("attnx: rotary: the feature extent (the last axis) must be even: features " + std::to_string(d));
+  ATTNX_THROW(extent_error("attnx: rotary: the feature extent (the last axis) must be even: features " + std::to_string(d)));
 }
 }  // namespace detail
 

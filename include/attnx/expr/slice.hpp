@@ -263,8 +263,8 @@ constexpr auto index_select(A&& table, const R& ids) {
     const I* p = std::data(ids);
     for (std::size_t i = 0; i < n; ++i)
       if ((std::is_signed_v<I> && p[i] < I(0)) || static_cast<std::size_t>(p[i]) >= rows)
-        throw std::out_of_range("attnx: index_select: id " + std::to_string(p[i]) + " at position " + std::to_string(i) +
-                                " is outside the table's " + std::to_string(rows) + " rows");
+        ATTNX_THROW(std::out_of_range("attnx: index_select: id " + std::to_string(p[i]) + " at position " + std::to_string(i) +
+                                " is outside the table's " + std::to_string(rows) + " rows"));
     return index_select_expr<stored_t<A>, I>(store(std::forward<A>(table)), p, n);
   }
 }
@@ -303,14 +303,14 @@ constexpr auto reshape(X&& x, D... dyn_extents) {
     const std::size_t n = dims_size(dims_of(x));
     if constexpr (To::is_static) {
       if (n != To::size)
-        throw std::length_error("attnx: reshape: " + std::to_string(n) + " elements cannot be seen as " + shape_string<To>() +
-                                " (" + std::to_string(To::size) + " elements)");
+        ATTNX_THROW(std::length_error("attnx: reshape: " + std::to_string(n) + " elements cannot be seen as " + shape_string<To>() +
+                                " (" + std::to_string(To::size) + " elements)"));
       return V(x.data(), n);
     } else {
       const V v(x.data(), dyn_extents...);
       if (v.numel() != n)
-        throw std::length_error("attnx: reshape: " + std::to_string(n) + " elements cannot be seen as " +
-                                shape_string<To>(v.dims()) + " (" + std::to_string(v.numel()) + " elements)");
+        ATTNX_THROW(std::length_error("attnx: reshape: " + std::to_string(n) + " elements cannot be seen as " +
+                                shape_string<To>(v.dims()) + " (" + std::to_string(v.numel()) + " elements)"));
       return v;
     }
   }

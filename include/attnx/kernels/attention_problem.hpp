@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attnx/config.hpp"
 #include "attnx/kernels/strided.hpp"
 
 namespace attnx::kernels {
@@ -105,8 +106,8 @@ struct attention_problem {
   }
   attention_problem& push(const score_step<T>& s) {
     if (n_steps == max_score_steps)
-      throw std::length_error("attnx::kernels::attention_problem: more than " + std::to_string(max_score_steps) +
-                              " score steps");
+      ATTNX_THROW(std::length_error("attnx::kernels::attention_problem: more than " + std::to_string(max_score_steps) +
+                              " score steps"));
     steps[n_steps++] = s;
     return *this;
   }

@@ -10,75 +10,25 @@
 // never stored). See docs/gemm.md.
 //
 // The instruction set is the context's (simd/isa.hpp): AVX-512, AVX2 + FMA, or portable 16-byte vectors;
-// all three are compiled into every build and chosen at run time.
+// all three are compiled into every build and chosen at run time. gemm_ops_for and gemm_into are declared here
+// and defined in kernels/impl/gemm.hpp (the compiled library instantiates them; ATTNX_HEADER_ONLY includes it).
 #pragma once
 
 #include <cstddef>
 #include <cstring>
-#include <new>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
 #include <utility>
 
+#include "attnx/config.hpp"
 #include "attnx/util/algorithm.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/exec/memory.hpp"
 #include "attnx/simd/isa.hpp"
-#include "attnx/simd/target.hpp"
-#include "attnx/simd/vec.hpp"
 
-ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels {
 
 // Below this many rows per matrix B, packing B costs more than it saves: the axpy loop runs.
 inline constexpr std::size_t gemm_min_rows = 4;
 
-namespace detail {
-// Register tiles and blocking per instruction set: MR rows x NV vectors of accumulators; KC: K chunk
-// (0: all of K); MB: rows per sub-block.
-template <class T, class I>
-struct gemm_shape;
-template <class T>
-struct gemm_shape<T, simd::scalar_t> {  // 16 registers (SSE2): 12 accumulators, 2 loads of B, 1 broadcast of A
-  static constexpr std::size_t MR = 6, NV = 2, KC = 0, MB = 96;
-  using vec = simd::portable_vec<T>;
-};
-template <class T>
-struct gemm_shape<T, simd::avx2_t> {  // 16 registers: 12 accumulators, 2 loads of B, 1 broadcast of A
-  static constexpr std::size_t MR = 6, NV = 2, KC = 256, MB = 96;
-  using vec = simd::vec<T, simd::avx2_t>;
-};
-template <class T>
-struct gemm_shape<T, simd::avx512_t> {  // 32 registers: 24 accumulators, 2 loads of B, broadcasts of A
-  static constexpr std::size_t MR = 12, NV = 2, KC = 0, MB = 96;
-  using vec = simd::vec<T, simd::avx512_t>;
-};
-}  // namespace detail
-}  // namespace attnx::kernels
-
-// --- the micro-kernel and the loops around it, once per instruction set ---------------------------
-namespace attnx::kernels::detail::scalar {
-using isa_tag = simd::scalar_t;
-#include "attnx/kernels/detail/gemm_tile.inc"
-}  // namespace attnx::kernels::detail::scalar
-
-#if ATTNX_SIMD_X86
-ATTNX_TARGET_AVX2_BEGIN
-namespace attnx::kernels::detail::avx2 {
-using isa_tag = simd::avx2_t;
-#include "attnx/kernels/detail/gemm_tile.inc"
-}  // namespace attnx::kernels::detail::avx2
-ATTNX_TARGET_END
-ATTNX_TARGET_AVX512_BEGIN
-namespace attnx::kernels::detail::avx512 {
-using isa_tag = simd::avx512_t;
-#include "attnx/kernels/detail/gemm_tile.inc"
-}  // namespace attnx::kernels::detail::avx512
-ATTNX_TARGET_END
-#endif  // ATTNX_SIMD_X86
-
-namespace attnx::kernels {
 namespace detail {
 
 // One instruction set's kernel and its blocking, as run-time values (the evaluator picks one per product).
@@ -92,44 +42,11 @@ struct gemm_ops {
   void (*store)(const T* c, std::size_t ldc, std::size_t m, std::size_t n, T* dst, std::size_t ldd, const T* bias);
 };
 
-template <class G, class T>
-constexpr gemm_ops<T> gemm_ops_from(simd::isa id) {
-  return {id, G::MR, G::NR, G::KC, G::MB, &G::block, &G::pack, &G::store};
-}
-
-// The kernel of one instruction set; only valid to run where simd::cpu_supports(I).
-template <class T, simd::isa I>
-const gemm_ops<T>& gemm_ops_isa() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "attnx::kernels::gemm: float or double");
-  if constexpr (I == simd::isa::scalar) {
-    static constexpr gemm_ops<T> ops = gemm_ops_from<scalar::gemm<T>, T>(I);
-    return ops;
-  }
-#if ATTNX_SIMD_X86
-  else if constexpr (I == simd::isa::avx2) {
-    static constexpr gemm_ops<T> ops = gemm_ops_from<avx2::gemm<T>, T>(I);
-    return ops;
-  } else {
-    static constexpr gemm_ops<T> ops = gemm_ops_from<avx512::gemm<T>, T>(I);
-    return ops;
-  }
-#endif
-}
-
+// The kernel of instruction set i (std::invalid_argument where this CPU cannot run it). T: float or double.
 template <class T>
-const gemm_ops<T>& gemm_ops_for(simd::isa i) {
-  if (!simd::cpu_supports(i))
-    throw std::invalid_argument("attnx::kernels::gemm: this CPU cannot run the " + std::string(simd::name(i)) + " path");
-#if ATTNX_SIMD_X86
-  if (i == simd::isa::avx512) return gemm_ops_isa<T, simd::isa::avx512>();
-  if (i == simd::isa::avx2) return gemm_ops_isa<T, simd::isa::avx2>();
-#endif
-  return gemm_ops_isa<T, simd::isa::scalar>();
-}
-
-// Compiled once per program with ATTNX_EXTERN_KERNELS (see flash_attention.hpp, kernels/instantiate.hpp).
-#ifdef ATTNX_EXTERN_KERNELS
-extern template const gemm_ops<float>& gemm_ops_for<float>(simd::isa);
+const gemm_ops<T>& gemm_ops_for(simd::isa i);
+#if !ATTNX_HEADER_ONLY
+extern template const gemm_ops<float>& gemm_ops_for<float>(simd::isa);  // (in the library: src/)
 extern template const gemm_ops<double>& gemm_ops_for<double>(simd::isa);
 #endif
 
@@ -179,59 +96,15 @@ inline constexpr double gemm_min_flops_per_thread = 4e6;
 // Returns the number of row blocks.
 template <class T>
 std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, std::size_t k, std::size_t n,
-                      std::size_t rows_per_b, T* dst, std::size_t ldd, const T* bias, simd::isa isa, unsigned threads) {
-  const detail::gemm_ops<T>& ops = detail::gemm_ops_for<T>(isa);
-  const std::size_t mr = ops.mr, nr = ops.nr, mb = alg::min(ops.mb, alg::max<std::size_t>(rows_per_b, 1));
-  const std::size_t np = (n + nr - 1) / nr * nr, mbp = (mb + mr - 1) / mr * mr;
-  const std::size_t rows = rows_per_b * nb;
-  if (rows == 0 || n == 0) return 0;
-  const double flops = 2.0 * double(rows) * double(k) * double(n);
-  const auto most = static_cast<unsigned>(alg::max(1.0, alg::min(double(threads), flops / detail::gemm_min_flops_per_thread)));
-
-  detail::gemm_buffer<T> packed;
-  packed.allocate(nb * k * np);
-  // B's rows in chunks of 32 (each chunk into every panel), split across the threads.
-  constexpr std::size_t pack_rows = 32;
-  const std::size_t chunks = (k + pack_rows - 1) / pack_rows;
-  exec::parallel_for(nb * chunks, alg::min<unsigned>(most, static_cast<unsigned>(alg::min<std::size_t>(nb * chunks, 64))),
-                     [&](std::size_t i, unsigned) {
-                       const std::size_t t = i / chunks, kk0 = i % chunks * pack_rows;
-                       ops.pack(b + t * k * n, k, n, n, kk0, alg::min(k, kk0 + pack_rows), packed.data() + t * k * np);
-                     });
-
-  // Row blocks of whole MR-row micro-panels, as even as possible (sizes differ by at most one panel), and,
-  // when there are few, a multiple of the threads: blocks of a fixed MB rows would leave one thread a
-  // block more than the other (512 rows = 5 x 96 + 32: 288 rows against 224, at most 1.78x on two).
-  const std::size_t panels_per_b = (rows_per_b + mr - 1) / mr;
-  std::size_t per_b = (rows_per_b + mb - 1) / mb;
-  if (most > 1 && nb * per_b < 8 * std::size_t(most)) {
-    const std::size_t mult = alg::max<std::size_t>(1, most / alg::gcd(std::size_t(most), nb));
-    per_b = alg::min(panels_per_b, (per_b + mult - 1) / mult * mult);
-  }
-  const std::size_t blocks = nb * per_b;
-  const unsigned slots = static_cast<unsigned>(alg::min<std::size_t>(most, blocks));
-  const std::size_t scratch = (mbp * np + mbp * k + 15) / 16 * 16;  // C of a block, and a padded copy of A's rows
-  detail::gemm_buffer<T> buf;
-  buf.allocate(scratch * slots);
-  exec::parallel_for(blocks, slots, [&](std::size_t blk, unsigned slot) {
-    T* c = buf.data() + scratch * slot;
-    T* apad = c + mbp * np;
-    const std::size_t t = blk / per_b, part = blk % per_b;
-    const std::size_t i0 = part * panels_per_b / per_b * mr;
-    const std::size_t m = alg::min((part + 1) * panels_per_b / per_b * mr, rows_per_b) - i0;
-    const T* ab = a + (t * rows_per_b + i0) * lda;
-    std::size_t ld = lda;
-    if (m % mr != 0) {  // the kernel reads whole MR-row slices: a copy with zero rows after the last
-      for (std::size_t r = 0; r < m; ++r) std::memcpy(apad + r * k, ab + r * lda, k * sizeof(T));
-      alg::fill(apad + m * k, apad + (m + mr - 1) / mr * mr * k, T(0));
-      ab = apad;
-      ld = k;
-    }
-    ops.block(ab, ld, packed.data() + t * k * np, m, k, n, c, np, ops.kc);
-    ops.store(c, np, m, n, dst + (t * rows_per_b + i0) * ldd, ldd, bias);
-  });
-  return blocks;
-}
+                      std::size_t rows_per_b, T* dst, std::size_t ldd, const T* bias, simd::isa isa, unsigned threads);
+#if !ATTNX_HEADER_ONLY
+extern template std::size_t gemm_into<float>(const float*, std::size_t, const float*, std::size_t, std::size_t,
+                                             std::size_t, std::size_t, float*, std::size_t, const float*, simd::isa,
+                                             unsigned);
+extern template std::size_t gemm_into<double>(const double*, std::size_t, const double*, std::size_t, std::size_t,
+                                              std::size_t, std::size_t, double*, std::size_t, const double*, simd::isa,
+                                              unsigned);
+#endif
 
 // The run-time state of one product's evaluator: B packed once, and the current block of output rows.
 //   init(b, nb, k, n, rows_per_b, isa, threads)
@@ -326,4 +199,7 @@ class gemm_row_blocks {
 };
 
 }  // namespace attnx::kernels
-ATTNX_OPTIMIZE_END
+
+#if ATTNX_HEADER_ONLY
+#include "attnx/kernels/impl/gemm.hpp"
+#endif

@@ -63,8 +63,8 @@ struct gpt2 {
     // Keeps the first n tokens (n <= length): drops rejected speculative tokens, say.
     void truncate(std::size_t n) {
       if (n > length)
-        throw std::out_of_range("attnx: gpt2::state: truncate to " + std::to_string(n) + " tokens, but it holds " +
-                                std::to_string(length));
+        ATTNX_THROW(std::out_of_range("attnx: gpt2::state: truncate to " + std::to_string(n) + " tokens, but it holds " +
+                                std::to_string(length)));
       for (auto& c : caches) c.truncate(0, n);
       length = n;
     }
@@ -89,8 +89,8 @@ struct gpt2 {
     void truncate(std::size_t b, std::size_t n) {
       check_slot(b);
       if (n > lengths[b])
-        throw std::out_of_range("attnx: gpt2::batch_state: truncate slot " + std::to_string(b) + " to " + std::to_string(n) +
-                                " tokens, but it holds " + std::to_string(lengths[b]));
+        ATTNX_THROW(std::out_of_range("attnx: gpt2::batch_state: truncate slot " + std::to_string(b) + " to " + std::to_string(n) +
+                                " tokens, but it holds " + std::to_string(lengths[b])));
       for (auto& c : caches) c.truncate(b, n);
       lengths[b] = n;
     }
@@ -127,7 +127,7 @@ struct gpt2 {
    private:
     void check_slot(std::size_t b) const {
       if (b >= lengths.size())
-        throw std::out_of_range("attnx: gpt2::batch_state: slot " + std::to_string(b) + " of " + std::to_string(lengths.size()));
+        ATTNX_THROW(std::out_of_range("attnx: gpt2::batch_state: slot " + std::to_string(b) + " of " + std::to_string(lengths.size())));
     }
   };
 
@@ -178,20 +178,20 @@ struct gpt2 {
   tensor<T, dyn, Vocab> step_slots(std::span<const std::int32_t> ids, std::span<const std::size_t> rows,
                                    std::vector<cache_type>& caches, std::span<std::size_t> lengths, const context& ctx) const {
     const std::size_t n = ids.size();
-    if (n == 0) throw std::invalid_argument("attnx: gpt2::step: no tokens");
+    if (n == 0) ATTNX_THROW(std::invalid_argument("attnx: gpt2::step: no tokens"));
     std::size_t total = 0;
     for (std::size_t b = 0; b < rows.size(); ++b) {
       if (rows[b] > Context - lengths[b])  // (lengths[b] <= Context: no wrap)
-        throw std::length_error("attnx: gpt2::step: " + std::to_string(lengths[b]) + " tokens and " +
+        ATTNX_THROW(std::length_error("attnx: gpt2::step: " + std::to_string(lengths[b]) + " tokens and " +
                                 std::to_string(rows[b]) + " new ones exceed the context of " + std::to_string(Context) +
-                                (rows.size() > 1 ? " (slot " + std::to_string(b) + ")" : std::string()));
+                                (rows.size() > 1 ? " (slot " + std::to_string(b) + ")" : std::string())));
       total += rows[b];  // (each at most Context: no wrap)
     }
     if (total != n)
       attnx::detail::throw_extent_error("gpt2::step: ids must hold the slots' tokens, one slot after another", "ids", n,
                                         "rows_per_slot_sum", total);
     const context_scope use(ctx);
-    try {
+    const auto run = [&] {
       tensor<T, dyn, D> x = wte(ids);
       for (std::size_t b = 0, at = 0; b < rows.size(); at += rows[b], ++b)  // each slot's positions
         for (std::size_t t = 0; t < rows[b]; ++t)
@@ -200,12 +200,19 @@ struct gpt2 {
       tensor<T, dyn, Vocab> logits = ln_f(x) * lm_head;
       for (std::size_t b = 0; b < rows.size(); ++b) lengths[b] += rows[b];
       return logits;
+    };
+#if ATTNX_EXCEPTIONS
+    try {
+      return run();
     } catch (...) {
       for (auto& c : caches)
         for (std::size_t b = 0; b < rows.size(); ++b)
           if (c.length(b) > lengths[b]) c.truncate(b, lengths[b]);
       throw;
     }
+#else
+    return run();  // (a failure ends the program: nothing to undo)
+#endif
   }
 };
 

@@ -121,8 +121,8 @@ class kv_cache {
   // exact windows. The masks of later steps index the tokens held (cache positions 0 .. length - 1).
   void drop_front(std::size_t b, std::size_t n) {
     if (n > len_[item(b)])
-      throw std::out_of_range("attnx: kv_cache: drop_front: " + std::to_string(n) + " tokens of batch item " +
-                              std::to_string(b) + ", which holds " + std::to_string(len_[b]));
+      ATTNX_THROW(std::out_of_range("attnx: kv_cache: drop_front: " + std::to_string(n) + " tokens of batch item " +
+                              std::to_string(b) + ", which holds " + std::to_string(len_[b])));
     if (n == 0) return;
     const std::size_t keep = len_[b] - n;
     for (std::size_t g = 0; g < KvHeads; ++g) {
@@ -137,8 +137,8 @@ class kv_cache {
   // Keeps the first n tokens of item b (n <= its length): drops rejected speculative tokens, say.
   void truncate(std::size_t b, std::size_t n) {
     if (n > len_[item(b)])
-      throw std::out_of_range("attnx: kv_cache: truncate item " + std::to_string(b) + " to " + std::to_string(n) +
-                              " tokens, but it holds " + std::to_string(len_[b]));
+      ATTNX_THROW(std::out_of_range("attnx: kv_cache: truncate item " + std::to_string(b) + " to " + std::to_string(n) +
+                              " tokens, but it holds " + std::to_string(len_[b])));
     len_[b] = n;
   }
 
@@ -165,8 +165,8 @@ class kv_cache {
     from.item(src);
     item(dst);
     if (from.len_[src] > cap_)
-      throw std::length_error("attnx: kv_cache: copy_item: batch item " + std::to_string(src) + " holds " +
-                              std::to_string(from.len_[src]) + " tokens, more than the capacity " + std::to_string(cap_));
+      ATTNX_THROW(std::length_error("attnx: kv_cache: copy_item: batch item " + std::to_string(src) + " holds " +
+                              std::to_string(from.len_[src]) + " tokens, more than the capacity " + std::to_string(cap_)));
     copy_rows(from, src, dst);
   }
   // Item b takes what item from[b] holds, for every b at once (beam search: the surviving beams' caches;
@@ -224,8 +224,8 @@ class kv_cache {
   // past the capacity): what append checks before writing anything.
   void check_room(std::size_t b, std::size_t n) const {
     if (n > cap_ - len_[item(b)])
-      throw std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " + std::to_string(b) +
-                              " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_));
+      ATTNX_THROW(std::length_error("attnx: kv_cache: appending " + std::to_string(n) + " tokens to batch item " + std::to_string(b) +
+                              " of length " + std::to_string(len_[b]) + " exceeds the capacity " + std::to_string(cap_)));
   }
 
   // Element c of the key (value) of token j (< length(b)), KV head g, item b, as T; std::out_of_range naming
@@ -294,8 +294,8 @@ class kv_cache {
   static std::size_t fitting(std::size_t batch, std::size_t capacity) {
     constexpr std::size_t per_token = KvHeads * (Dk > Dv ? Dk : Dv);
     if (batch != 0 && capacity > std::numeric_limits<std::size_t>::max() / sizeof(Store) / per_token / batch)
-      throw std::length_error("attnx: kv_cache: " + std::to_string(batch) + " items of " + std::to_string(capacity) +
-                              " tokens do not fit in memory");
+      ATTNX_THROW(std::length_error("attnx: kv_cache: " + std::to_string(batch) + " items of " + std::to_string(capacity) +
+                              " tokens do not fit in memory"));
     return capacity;
   }
   // reordered without its rules (checked by the caller).
@@ -357,24 +357,24 @@ class kv_cache {
   // b, or std::out_of_range when the cache has no item b.
   std::size_t item(std::size_t b) const {
     if (b >= batch_)
-      throw std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_));
+      ATTNX_THROW(std::out_of_range("attnx: kv_cache: batch item " + std::to_string(b) + " of a cache of " + std::to_string(batch_)));
     return b;
   }
   // The same for a KV head, a token of item b (below its length) and an element of a row of d.
   static std::size_t head(std::size_t g) {
     if (g >= KvHeads)
-      throw std::out_of_range("attnx: kv_cache: KV head " + std::to_string(g) + " of a cache with " + std::to_string(KvHeads) + " KV heads");
+      ATTNX_THROW(std::out_of_range("attnx: kv_cache: KV head " + std::to_string(g) + " of a cache with " + std::to_string(KvHeads) + " KV heads"));
     return g;
   }
   std::size_t token(std::size_t b, std::size_t j) const {
     if (j >= len_[item(b)])
-      throw std::out_of_range("attnx: kv_cache: token " + std::to_string(j) + " of batch item " + std::to_string(b) +
-                              ", which holds " + std::to_string(len_[b]));
+      ATTNX_THROW(std::out_of_range("attnx: kv_cache: token " + std::to_string(j) + " of batch item " + std::to_string(b) +
+                              ", which holds " + std::to_string(len_[b])));
     return j;
   }
   static std::size_t element(std::size_t c, std::size_t d) {
     if (c >= d)
-      throw std::out_of_range("attnx: kv_cache: element " + std::to_string(c) + " of a row of " + std::to_string(d));
+      ATTNX_THROW(std::out_of_range("attnx: kv_cache: element " + std::to_string(c) + " of a row of " + std::to_string(d)));
     return c;
   }
 
@@ -396,6 +396,7 @@ template <class Cache, class F>
 auto undoing_appends(Cache& cache, const F& f) {
   const std::span<const std::size_t> now = cache.lengths();
   const std::vector<std::size_t> before(now.begin(), now.end());
+#if ATTNX_EXCEPTIONS
   try {
     return f();
   } catch (...) {
@@ -403,6 +404,9 @@ auto undoing_appends(Cache& cache, const F& f) {
       if (cache.length(b) > before[b]) cache.truncate(b, before[b]);
     throw;
   }
+#else
+  return f();  // (a failure ends the program: nothing to undo)
+#endif
 }
 // Attention of n new query rows per item over the cache, causal within each item's own length (the
 // queries are each item's last n tokens): q and out as strided stacks (b, h, i), items [b0, b0 + batch).

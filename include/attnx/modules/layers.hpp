@@ -170,9 +170,9 @@ struct sinusoidal_encoding {
     return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(std::forward<X>(x), [this, offset](auto&& v) {
       const std::size_t len = dims_matrix_rows(dims_of(v));
       if (offset > MaxLen || len > MaxLen - offset)
-        throw std::out_of_range("attnx: nn::sinusoidal_encoding: the positions run past max_length: end " +
+        ATTNX_THROW(std::out_of_range("attnx: nn::sinusoidal_encoding: the positions run past max_length: end " +
                                 std::to_string(offset > MaxLen ? offset : offset + len) + ", max_length " +
-                                std::to_string(MaxLen));
+                                std::to_string(MaxLen)));
       return std::forward<decltype(v)>(v) + slice<0>(table, offset, len);
     });
   }

@@ -596,8 +596,8 @@ class multi_head_attention {
     if (all && nb != cache.batch())
       detail::throw_extent_error(batch_rule, memory ? "memory_batch" : "input_batch", nb, "cache_batch", cache.batch());
     if (!all && b >= cache.batch())
-      throw std::out_of_range("attnx: multi_head_attention: batch item " + std::to_string(b) + " of a cache of " +
-                              std::to_string(cache.batch()));
+      ATTNX_THROW(std::out_of_range("attnx: multi_head_attention: batch item " + std::to_string(b) + " of a cache of " +
+                              std::to_string(cache.batch())));
     return {nb, n};
   }
   // Whether a KV cache holds this module's keys and values (T, kv_heads, d_k, d_v).
@@ -1005,7 +1005,7 @@ class multi_head_attention {
 
   template <class S>
   static constexpr param_t<S> flat_param(std::span<const T> s, const char* name) {
-    if (s.size() != S::size) throw std::length_error(size_message<S>(name, s.size()));
+    if (s.size() != S::size) ATTNX_THROW(std::length_error(size_message<S>(name, s.size())));
     if constexpr (Storage == weights_storage::owned) {
       return basic_tensor<T, S>::from_flat(s);
     } else {
@@ -1018,8 +1018,8 @@ class multi_head_attention {
       return flat_param<S>(s, name);
     } else {
       if (!s.empty())
-        throw std::invalid_argument(std::string("attnx: multi_head_attention: ") + name +
-                                    " was given, but the module has no biases (mha_options::bias = false)");
+        ATTNX_THROW(std::invalid_argument(std::string("attnx: multi_head_attention: ") + name +
+                                    " was given, but the module has no biases (mha_options::bias = false)"));
       return no_bias<Slot>{};
     }
   }

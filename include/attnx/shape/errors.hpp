@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "attnx/config.hpp"
+
 namespace attnx::error {
 
 // Facts: the numbers and names that a message reports.
@@ -154,10 +156,12 @@ class extent_error : public std::invalid_argument {
 
 namespace detail {
 // "attnx: <what>: <fact> <n>, <fact> <n>"
-[[noreturn]] inline void throw_extent_error(const std::string& what, const char* fact1, std::size_t n1, const char* fact2,
-                                            std::size_t n2) {
-  throw extent_error("attnx: " + what + ": " + fact1 + " " + std::to_string(n1) + ", " + fact2 + " " + std::to_string(n2));
-}
+[[noreturn]] void throw_extent_error(const std::string& what, const char* fact1, std::size_t n1, const char* fact2,
+                                     std::size_t n2);
 }  // namespace detail
 
 }  // namespace attnx
+
+#if ATTNX_HEADER_ONLY
+#include "attnx/shape/impl/format.hpp"
+#endif

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attnx/config.hpp"
 #include "attnx/shape/axis.hpp"
 #include "attnx/util/pack.hpp"
 
@@ -221,31 +222,30 @@ constexpr std::string_view name_of() {
 }
 
 namespace detail {
-// "[name=extent, ...]" with extent(k) the text of axis k's extent.
-template <class S, class F>
-std::string shape_text(F&& extent) {
-  std::string out = "[";
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((out += (I ? ", " : ""),
-      out += std::is_same_v<typename S::template axis_t<I>::name, anon>
-                 ? std::string()
-                 : std::string(name_of<typename S::template axis_t<I>::name>()) + "=",
-      out += extent(I)),
-     ...);
-  }(std::make_index_sequence<S::rank>{});
-  return out + "]";
-}
+// The axes' names of S for messages (empty for an unnamed axis).
+template <class S>
+inline constexpr auto axis_names = []<std::size_t... I>(std::index_sequence<I...>) {
+  return std::array<std::string_view, S::rank>{
+      (std::is_same_v<typename S::template axis_t<I>::name, anon> ? std::string_view() : name_of<typename S::template axis_t<I>::name>())...};
+}(std::make_index_sequence<S::rank>{});
+// "[name=extent, ...]" of rank axes, an extent dyn as "dyn" (in the library: the messages' text is built once, not
+// once per shape).
+std::string format_shape(const std::string_view* names, const std::size_t* extents, std::size_t rank);
 }  // namespace detail
 
 template <class S>
 std::string shape_string() {
-  return detail::shape_text<S>([](std::size_t k) { return S::extents[k] == dyn ? std::string("dyn") : std::to_string(S::extents[k]); });
+  return detail::format_shape(detail::axis_names<S>.data(), S::extents.data(), S::rank);
 }
 
 // The same with the run-time extents d ("[seq=37, d_model=4]").
 template <class S>
 std::string shape_string(const dims_t<S::rank>& d) {
-  return detail::shape_text<S>([&](std::size_t k) { return std::to_string(d[k]); });
+  return detail::format_shape(detail::axis_names<S>.data(), d.data(), S::rank);
 }
 
 }  // namespace attnx
+
+#if ATTNX_HEADER_ONLY
+#include "attnx/shape/impl/format.hpp"
+#endif

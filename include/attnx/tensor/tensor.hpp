@@ -148,7 +148,7 @@ template <class Shape, class... I>
 constexpr dims_t<Shape::rank> dims_from(const char* what, I... given) {
   static_assert(sizeof...(I) == Shape::dynamic_count || sizeof...(I) == Shape::rank,
                 "attnx: give one run-time extent per dyn axis (or one per axis)");
-  ((static_cast<long long>(given) < 0 ? throw extent_error(std::string("attnx: ") + what + ": a negative extent") : void()), ...);
+  ((static_cast<long long>(given) < 0 ? ATTNX_THROW(extent_error(std::string("attnx: ") + what + ": a negative extent")) : void()), ...);
   const std::size_t g[sizeof...(I) + 1] = {static_cast<std::size_t>(given)..., 0};
   dims_t<Shape::rank> d{};
   if constexpr (sizeof...(I) == Shape::rank) {
@@ -314,7 +314,7 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
   template <std::integral... I>
   static constexpr basic_tensor from_flat(std::span<const T> flat, I... e) {
     basic_tensor t = make_uninitialized(e...);
-    if (flat.size() != t.numel()) throw std::length_error(t.size_message(flat.size()));
+    if (flat.size() != t.numel()) ATTNX_THROW(std::length_error(t.size_message(flat.size())));
     alg::copy_n(flat.data(), flat.size(), t.data());
     return t;
   }
@@ -448,8 +448,8 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
     const auto d = dims();
     std::size_t k = 0;
     ((static_cast<std::size_t>(i) >= d[k]
-          ? throw std::out_of_range("attnx: index " + std::to_string(static_cast<long long>(i)) + " is out of range on axis " +
-                                    std::to_string(k) + " of a tensor of shape " + shape_string<Shape>(d))
+          ? ATTNX_THROW(std::out_of_range("attnx: index " + std::to_string(static_cast<long long>(i)) + " is out of range on axis " +
+                                    std::to_string(k) + " of a tensor of shape " + shape_string<Shape>(d)))
           : void(++k)),
      ...);
   }
@@ -474,7 +474,7 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
   template <std::size_t Level, class List>
   constexpr void fill_nested(const List& list, std::size_t& pos) {
     if (list.size() != dims()[Level])
-      throw std::invalid_argument("attnx: an initializer list has the wrong number of elements for its axis");
+      ATTNX_THROW(std::invalid_argument("attnx: an initializer list has the wrong number of elements for its axis"));
     for (const auto& item : list) {
       if constexpr (Level + 1 == rank) {
         data()[pos++] = item;

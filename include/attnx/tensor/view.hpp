@@ -37,8 +37,8 @@ class basic_view : public expression_tag, public detail::extents_holder<Shape, f
   constexpr basic_view(T* data, std::size_t count)
     requires(!dynamic)
       : p_(data) {
-    if (data == nullptr) throw std::invalid_argument("attnx: a view of shape " + shape_string<Shape>() + " over a null pointer");
-    if (count != Shape::size) throw std::length_error(size_message(count));
+    if (data == nullptr) ATTNX_THROW(std::invalid_argument("attnx: a view of shape " + shape_string<Shape>() + " over a null pointer"));
+    if (count != Shape::size) ATTNX_THROW(std::length_error(size_message(count)));
   }
   // A shape with dyn axes over a pointer and their run-time extents (one per dyn axis, or one per axis):
   // view<const float, dyn, dyn, 64>(p, batch, length).
@@ -46,7 +46,7 @@ class basic_view : public expression_tag, public detail::extents_holder<Shape, f
     requires(dynamic && sizeof...(I) >= 1 && (sizeof...(I) == Shape::dynamic_count || sizeof...(I) == rank))
   constexpr basic_view(T* data, I... e) : extents_base(detail::dims_from<Shape>("view", e...)), p_(data) {
     if (data == nullptr && numel() > 0)
-      throw std::invalid_argument("attnx: a view of shape " + shape_string<Shape>(dims()) + " over a null pointer");
+      ATTNX_THROW(std::invalid_argument("attnx: a view of shape " + shape_string<Shape>(dims()) + " over a null pointer"));
   }
   constexpr explicit basic_view(std::span<T> s)
     requires(!dynamic)
@@ -69,7 +69,7 @@ class basic_view : public expression_tag, public detail::extents_holder<Shape, f
       { std::size(r) } -> std::convertible_to<std::size_t>;
     } && dynamic && (!expression<R>) && (sizeof...(I) >= 1)
   constexpr basic_view(R&& r, I... e) : basic_view(std::data(r), e...) {
-    if (std::size(r) != numel()) throw std::length_error(size_message(std::size(r)));
+    if (std::size(r) != numel()) ATTNX_THROW(std::length_error(size_message(std::size(r))));
   }
   template <std::size_t N>
     requires(N != std::dynamic_extent && !dynamic)
@@ -208,8 +208,8 @@ class basic_view : public expression_tag, public detail::extents_holder<Shape, f
       for (std::size_t e : Shape::extents)
         if (e != dyn) known *= e;
       if (known == 0 || count % known != 0)
-        throw std::length_error("attnx: a view of shape " + shape_string<Shape>() + " needs a multiple of " +
-                                std::to_string(known) + " elements, got " + std::to_string(count));
+        ATTNX_THROW(std::length_error("attnx: a view of shape " + shape_string<Shape>() + " needs a multiple of " +
+                                std::to_string(known) + " elements, got " + std::to_string(count)));
       return basic_view(data, count / known);
     }
   }

@@ -1,7 +1,7 @@
-// A program built with ATTNX_EXTERN_KERNELS: this translation unit instantiates none of the run-time kernels
-// (kernels.cpp, which includes <attnx/kernels/instantiate.hpp>, does), and the fused attention and the GEMM
-// still run and give the values of naive loops written here. Without kernels.cpp the program does not link
-// (the test extern_kernels.unresolved_without_instantiation).
+// A program built with attnx::header_only (ATTNX_HEADER_ONLY=1): it links no attnx library, instantiates the
+// kernels itself, and the fused attention and the GEMM give the values of naive loops written here. Compiled
+// without ATTNX_HEADER_ONLY and not linked with the library it does not link (the test
+// header_only.unresolved_without_library).
 #include <attnx/attnx.hpp>
 
 #include <algorithm>

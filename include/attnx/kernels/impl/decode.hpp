@@ -1,0 +1,189 @@
+// attnx kernels: the decode driver. Few query rows against many keys: split-K chunks of fixed size per (batch
+// item, KV head), one instruction set's decode kernel (tiles/decode_tile.hpp) over runs of them, then the merge.
+#pragma once
+
+#include "attnx/kernels/impl/score_plan.hpp"
+#include "attnx/kernels/impl/tiles.hpp"
+
+ATTNX_OPTIMIZE_BEGIN
+namespace attnx::kernels::detail {
+
+// Problems with at most this many query rows take the decode kernel.
+inline constexpr std::size_t decode_max_rows = 16;
+// Keys per split-K chunk: each chunk of each (batch item, KV head) leaves one partial state, and the states
+// are merged in key order. Fixed, so that the results do not depend on the number of threads; a thread's work
+// item is a run of consecutive chunks, gone through in one pass (see run_decode).
+inline constexpr std::size_t decode_chunk = 512;
+
+// One decode kernel (instruction set and storage type) as run_decode sees it.
+template <class T>
+struct decode_kernel_ref {
+  std::size_t (*scratch_elems)(std::size_t rows, std::size_t dk, std::size_t dv);
+  void (*run)(const attention_problem<T>&, const score_plan<T>&, kv_stack k, kv_stack v, std::size_t b, std::size_t g,
+              std::size_t k0, std::size_t k1, std::size_t chunk, T* buf, const std::size_t* limits,
+              const std::size_t* ends, T* state);
+};
+template <class Kernel, class T>
+decode_kernel_ref<T> decode_ref() {
+  return {&Kernel::scratch_elems, &Kernel::run};
+}
+#ifdef ATTNX_KERNELS_KV16_ELSEWHERE
+// The compiled library's float kernels: the decode kernels over bf16 / f16 K and V are instantiated in a translation
+// unit of their own (src/kernels_float_kv16.cpp), so that the two compile in parallel.
+extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, bf16>, float>();
+extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, f16>, float>();
+#if ATTNX_SIMD_X86
+extern template decode_kernel_ref<float> decode_ref<avx2::decode_kernel<float, bf16>, float>();
+extern template decode_kernel_ref<float> decode_ref<avx2::decode_kernel<float, f16>, float>();
+extern template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float, bf16>, float>();
+extern template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float, f16>, float>();
+#endif
+#endif
+
+// Chunks of decode_chunk keys per (batch item, KV head), each a partial state per row; then the merge.
+// A work item is a run of consecutive chunks of one (b, g), as long as the number of threads allows (at
+// least two items per thread when there are enough chunks): the kernel goes through it in one pass and
+// leaves a state at every chunk boundary, so that the memory streams of K and V do not restart every
+// decode_chunk keys (AMD Zen 5, d 128, H 8, L_k 16384, one thread, from memory, against one item per chunk:
+// one bf16 row 80-82% -> 88-89% of the read bandwidth, one f16 row 80-81% -> 87%; docs/decoding-log.md). The
+// states, and so the results, are the same for any number of threads. Compiled once per T (the kernel comes
+// as decode_kernel_ref). p: validated, not empty.
+template <class T>
+void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned threads, const decode_kernel_ref<T>& kernel) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const score_plan<T> plan = make_plan(p);
+  const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
+  const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
+  struct item {
+    std::uint32_t b, g;
+    std::size_t k0, k1, state;  // keys [k0, k1): chunks state, state + 1, ...
+  };
+  // The call's bookkeeping, in one block: per batch item and row the limit of each limit step (limits) and the
+  // end of the keys read (ends); the work items, at most max(1, ceil(L_k / decode_chunk)) chunks per (b, g);
+  // first: the chunks (states) of (b, g) are [first[bg], first[bg + 1]); kends: the end of the keys read per batch
+  // item. (Five allocations before, and two more below: H 8, one row, L_k 16, one thread, a call took 2.23-2.32 us and
+  // takes 1.95-2.00 with the two blocks; docs/decoding-log.md, twenty-ninth session.)
+  const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
+  scratch_layout book_layout;
+  const std::size_t limits_at = book_layout.add<std::size_t>(p.batch * alg::max<std::size_t>(nl, 1) * rows),
+                    ends_at = book_layout.add<std::size_t>(p.batch * rows),
+                    items_at = book_layout.add<item>(p.batch * p.kv_heads * most_chunks),
+                    first_at = book_layout.add<std::size_t>(p.batch * p.kv_heads + 1),
+                    kends_at = book_layout.add<std::size_t>(p.batch);
+  const scratch_block book(book_layout.bytes);
+  std::size_t* const limits = book.at<std::size_t>(limits_at);
+  std::size_t* const ends = book.at<std::size_t>(ends_at);
+  item* const items = book.at<item>(items_at);
+  std::size_t* const first = book.at<std::size_t>(first_at);
+  std::size_t* const kends = book.at<std::size_t>(kends_at);
+  std::size_t ni = 0, nc = 0;
+  double work = 0;
+  for (std::size_t b = 0; b < p.batch; ++b) {
+    std::size_t kend = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::size_t e = p.lk;
+      for (std::size_t li = 0; li < nl; ++li) {
+        const std::size_t lim = step_limit(plan.steps[plan.limits[li]], p, b, r % p.lq);
+        limits[(b * nl + li) * rows + r] = lim;
+        if (skip && plan.skippable[li]) e = alg::min(e, lim);
+      }
+      ends[b * rows + r] = e;
+      kend = alg::max(kend, e);
+      work += double(e);
+    }
+    kends[b] = kend;
+    const std::size_t chunks = alg::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
+    for (std::size_t g = 0; g < p.kv_heads; ++g) {
+      first[b * p.kv_heads + g] = nc;
+      nc += chunks;
+    }
+  }
+  first[p.batch * p.kv_heads] = nc;
+  const double flops = 2.0 * work * double(p.kv_heads) * double(p.dk + p.dv);
+  const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
+  const auto want = static_cast<unsigned>(alg::min<std::size_t>({alg::max(1u, threads), nc, by_work}));
+  // Chunks per item: as many as leave two items per thread (one thread: a whole (b, g) per item).
+  const std::size_t span = want > 1 ? alg::max<std::size_t>(1, nc / (2 * std::size_t{want})) : nc;
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for (std::size_t g = 0; g < p.kv_heads; ++g) {
+      const std::size_t c0 = first[b * p.kv_heads + g], c1 = first[b * p.kv_heads + g + 1];
+      for (std::size_t c = c0; c < c1; c += span)
+        items[ni++] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), (c - c0) * decode_chunk,
+                       alg::min(kends[b], (alg::min(c + span, c1) - c0) * decode_chunk), c};
+    }
+  const auto slots = static_cast<unsigned>(alg::min<std::size_t>(want, ni));
+
+  const std::size_t per_state = rows * (p.dv + 2);
+  const std::size_t scratch = scratch_layout::lines(kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T));
+  // The chunks' states and each slot's scratch, in one block.
+  scratch_layout work_layout;
+  const std::size_t states_at = work_layout.add<T>(nc * per_state), buf_at = work_layout.add<std::byte>(scratch * slots);
+  const scratch_block work_block(work_layout.bytes);
+  T* const st = work_block.at<T>(states_at);
+  exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
+    const item& it = items[n];
+    kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, decode_chunk, work_block.at<T>(buf_at + scratch * slot),
+               limits + it.b * nl * rows, ends + it.b * rows, st + it.state * per_state);
+  });
+
+  // Merge the chunks of each (b, g), row by row, into the output (and the log-sum-exp).
+  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for (std::size_t g = 0; g < p.kv_heads; ++g) {
+      const std::size_t i0 = first[b * p.kv_heads + g], n = first[b * p.kv_heads + g + 1] - i0;
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t h = g * group + r / p.lq, i = r % p.lq;
+        T* o = p.o.matrix(b, h) + sz(i) * p.o.row;
+        const merged_row<T> m = merge_partials(n, st + i0 * per_state + r * (p.dv + 2), sz(per_state), p.dv, o);
+        const T lse = finish_row(m, o, p.dv);
+        if (p.lse.data) p.lse.matrix(b, h)[sz(i) * p.lse.row] = lse;
+      }
+    }
+}
+
+// The decode kernels of one instruction set, by storage type (bf16 / f16 only with T = float).
+template <class T, template <class, class> class Kernel>
+void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
+  if (p.kv == kv_storage::same) return run_decode(p, untyped(p.k), untyped(p.v), threads, decode_ref<Kernel<T, T>, T>());
+  if constexpr (std::is_same_v<T, float>) {
+    const kv_stack k = untyped(p.k16), v = untyped(p.v16);
+    if (p.kv == kv_storage::bf16) return run_decode(p, k, v, threads, decode_ref<Kernel<T, bf16>, T>());
+    return run_decode(p, k, v, threads, decode_ref<Kernel<T, f16>, T>());
+  }
+}
+
+// Keys and values shared by every batch item (batch stride 0: a prefix stored once, a memory of one item), under a
+// score program that depends on neither the item nor the row: factors, key padding, key lengths equal for every
+// item, masks and biases broadcast over items and rows. The items' rows are then rows of one problem
+// (batch_folded), so that K and V are read once for all the items instead of once per item. Only for the decode
+// kernel's row counts: the prefill kernel reads K and V once per block of rows anyway (B ceil(L_q / block) passes
+// against ceil(B L_q / block)), and the gathered copies of Q and O would grow with L_q.
+template <class T>
+bool kv_shared_by_batch(const attention_problem<T>& p) {
+  // (`p.batch < 2` would not do: clang 14 reads attnx::batch<2...>)
+  if (p.batch <= 1 || p.lk == 0 || p.lq > decode_max_rows) return false;
+  if (p.kv == kv_storage::same ? p.k.batch != 0 || p.v.batch != 0 : p.k16.batch != 0 || p.v16.batch != 0) return false;
+  for (std::size_t s = 0; s < p.n_steps; ++s) {
+    const score_step<T>& st = p.steps[s];
+    switch (st.kind) {
+      case step_kind::multiply:
+      case step_kind::divide:
+      case step_kind::key_padding: break;
+      case step_kind::key_lengths:
+        for (std::size_t b = 1; b < p.batch; ++b)
+          if (st.lengths[b] != st.lengths[0]) return false;
+        break;
+      case step_kind::boolean_mask:
+        if (st.mask.batch != 0 || st.mask.row != 0) return false;
+        break;
+      case step_kind::additive_mask:
+        if (st.bias.batch != 0 || st.bias.row != 0) return false;
+        break;
+      default: return false;  // the causal steps: a row's visible keys depend on its index
+    }
+  }
+  return true;
+}
+
+}  // namespace attnx::kernels::detail
+ATTNX_OPTIMIZE_END

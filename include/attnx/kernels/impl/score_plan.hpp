@@ -1,0 +1,141 @@
+// attnx kernels: the score program as the kernels run it, planned once per call (fast path, folded factor,
+// which blocked keys may be skipped).
+#pragma once
+
+#include "attnx/kernels/impl/common.hpp"
+
+ATTNX_OPTIMIZE_BEGIN
+namespace attnx::kernels::detail {
+
+// Keys j >= step_limit(...) are blocked by limit step s for query i of batch item b (in [0, Lk]).
+template <class T>
+std::size_t step_limit(const score_step<T>& s, const attention_problem<T>& p, std::size_t b, std::size_t i) {
+  switch (s.kind) {
+    case step_kind::causal_top_left: return alg::min(p.lk, i + 1);
+    case step_kind::causal_bottom_right: {
+      const auto end = static_cast<std::ptrdiff_t>(i + 1 + p.lk) - static_cast<std::ptrdiff_t>(p.lq);
+      return end <= 0 ? 0 : alg::min(p.lk, static_cast<std::size_t>(end));
+    }
+    case step_kind::key_lengths: return alg::min(p.lk, s.lengths[b]);
+    case step_kind::causal_lengths: {
+      const std::size_t len = alg::min(p.lk, s.lengths[b]);
+      const auto end = static_cast<std::ptrdiff_t>(i + 1 + len) - static_cast<std::ptrdiff_t>(p.lq);
+      return end <= 0 ? 0 : alg::min(len, static_cast<std::size_t>(end));
+    }
+    case step_kind::key_padding: return alg::min(p.lk, s.length);
+    default: return p.lk;
+  }
+}
+
+// What the kernel makes of the score program, once per call.
+//  - Fast path: when the program is a multiplication by a positive normal number s followed only by
+//    masks that fill with -inf (the common case), the kernel keeps the raw dots q . k, takes the row max of
+//    s * dot (= s * max dot), and computes the weights as 2^(dot * s log2 e - m log2 e) with one FMA: the
+//    scaled scores s * dot themselves are never rounded, which changes nothing but rounding.
+//  - Otherwise a first multiplication is folded into the store of the scores and the other steps run
+//    on the tile.
+//  - x / d becomes x * (1/d) when 1/d is a normal number, or d is 0, inf or NaN: the results are the same
+//    but for rounding (1 ulp); a division stays a division when 1/d would overflow or be subnormal.
+//  - Skipping: the keys a limit step blocks (causal, key lengths, key padding) need not be read at all
+//    when the value they end with, after the steps that follow, is -inf (weight exactly 0: "hard"), or a
+//    finite number F whose weight exp(F - m_i) has underflowed to exactly 0 for every row of the block
+//    by the time the kernel gets there ("soft"; until then they are computed like any other key). A step
+//    whose blocked keys could end as +inf or NaN, or meet an additive mask, is not skipped, with one
+//    exception: an additive mask that only multiplications by positive numbers follow turns -inf into
+//    -inf unless the bias is +inf or NaN there; then the skipped part of the bias is scanned for those
+//    ("poison"), and a row that meets one is NaN, as -inf + inf is.
+template <class T>
+struct score_plan {
+  std::array<score_step<T>, max_score_steps> steps{};
+  std::size_t n = 0;
+  T folded = T(1);
+  std::size_t first = 0;  // the first step applied as a pass over the scores
+  bool fast = false;      // raw dots in the tile, `folded` applied in the exponent
+  std::array<std::size_t, max_score_steps> limits{};  // indices of the limit steps
+  std::array<bool, max_score_steps> skippable{};      // per limit step
+  std::size_t n_limits = 0;
+  bool any_skippable = false;
+  T skip_final = -std::numeric_limits<T>::infinity();  // -inf: hard skipping; finite: soft
+  std::ptrdiff_t poison = -1;                          // the additive step scanned in the skipped part
+  bool programmed = false;  // a step after the folded factor other than limits (masks, biases, factors)
+};
+
+template <class T>
+score_plan<T> make_plan(const attention_problem<T>& p) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  score_plan<T> plan;
+  plan.n = p.n_steps;
+  for (std::size_t s = 0; s < plan.n; ++s) {
+    score_step<T>& st = plan.steps[s] = p.steps[s];
+    if (st.kind == step_kind::divide) {
+      const T r = T(1) / st.value, a = math::rt::abs(r);
+      if (!math::rt::isfinite(st.value) || st.value == T(0) ||
+          (a >= std::numeric_limits<T>::min() && a <= std::numeric_limits<T>::max())) {
+        st.kind = step_kind::multiply;
+        st.value = r;
+      }
+    }
+    if (is_limit(st.kind)) plan.limits[plan.n_limits++] = s;
+  }
+  if (plan.n > 0 && plan.steps[0].kind == step_kind::multiply) {
+    plan.folded = plan.steps[0].value;
+    plan.first = 1;
+  }
+  for (std::size_t s = plan.first; s < plan.n; ++s) plan.programmed = plan.programmed || !is_limit(plan.steps[s].kind);
+  plan.fast = plan.folded > T(0) && math::rt::isnormal(plan.folded) &&
+              alg::all_of(plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.first),
+                          plan.steps.begin() + static_cast<std::ptrdiff_t>(plan.n),
+                          [](const score_step<T>& st) { return is_replace(st.kind) && st.value == -inf; });
+  std::array<bool, max_score_steps> poisoned{};
+  for (std::size_t li = 0; li < plan.n_limits; ++li) {
+    const std::size_t t = plan.limits[li];
+    std::array<T, max_score_steps + 1> vals{};
+    std::size_t nv = 0, additive_at = plan.n;
+    vals[nv++] = plan.steps[t].value;
+    bool ok = true;
+    for (std::size_t u = t + 1; u < plan.n && ok; ++u) {
+      const score_step<T>& su = plan.steps[u];
+      if (additive_at < plan.n) {  // after the additive step: positive, finite factors only
+        ok = is_scale(su.kind) && su.value > T(0) && su.value < inf;
+      } else if (su.kind == step_kind::multiply) {
+        for (std::size_t v = 0; v < nv; ++v) vals[v] *= su.value;
+      } else if (su.kind == step_kind::divide) {
+        for (std::size_t v = 0; v < nv; ++v) vals[v] /= su.value;
+      } else if (is_replace(su.kind)) {
+        vals[nv++] = su.value;
+      } else {
+        additive_at = u;
+      }
+    }
+    if (!ok) continue;
+    if (additive_at < plan.n) {
+      if (!alg::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == -inf; })) continue;
+      plan.poison = static_cast<std::ptrdiff_t>(additive_at);
+      poisoned[li] = true;
+    } else {
+      if (!alg::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == x && x != inf; }))
+        continue;
+      for (std::size_t v = 0; v < nv; ++v) plan.skip_final = alg::max(plan.skip_final, vals[v]);
+    }
+    plan.skippable[li] = true;
+  }
+  if (plan.poison >= 0 && plan.skip_final != -inf) {  // soft skipping would have to scan the bias too: don't skip those
+    for (std::size_t li = 0; li < plan.n_limits; ++li)
+      if (poisoned[li]) plan.skippable[li] = false;
+    plan.poison = -1;
+  }
+  for (std::size_t li = 0; li < plan.n_limits; ++li) plan.any_skippable = plan.any_skippable || plan.skippable[li];
+  return plan;
+}
+
+// Keys j >= skip_limit(...) may be left out for query i of batch item b (Lk when nothing is skipped).
+template <class T>
+std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t i) {
+  std::size_t lim = p.lk;
+  for (std::size_t li = 0; li < plan.n_limits; ++li)
+    if (plan.skippable[li]) lim = alg::min(lim, step_limit(plan.steps[plan.limits[li]], p, b, i));
+  return lim;
+}
+
+}  // namespace attnx::kernels::detail
+ATTNX_OPTIMIZE_END

@@ -1,0 +1,4 @@
+// attnx kernels: the attention tiles of one instruction set (a fragment: impl/tiles.hpp includes it once per
+// instruction set, inside namespace attnx::kernels::detail::<isa>, which defines isa_tag).
+#include "attnx/kernels/tiles/flash_tile.hpp"
+#include "attnx/kernels/tiles/decode_tile.hpp"

@@ -1,2 +1,0 @@
-// The kernels of the extern_kernels test program, instantiated once (see main.cpp).
-#include <attnx/kernels/instantiate.hpp>
