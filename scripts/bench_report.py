@@ -768,15 +768,33 @@ def main():
            "`mask(..., causal)`), which the library recognises and runs with the fused kernel (one thread); "
            "its gap to the direct kernel call is the dispatch and result-allocation overhead.",
            "- **attnx row evaluator**: the same expression with a context whose fused path is off: the "
-           "expression-template row-by-row evaluation, unfused; L ≤ 2048.",
+           "library's row-by-row evaluation of the same problem (`kernels::attention_rows`), unfused; L ≤ 2048.",
            "- **naive**: three plain loops with a stable softmax, L ≤ 512.",
            "- **FMA peak**: independent FMA chains on registers, the ceiling for every figure.",
            "- Benchmarks share 2 cores with other work on this machine: 2-thread figures are the most sensitive "
            "to that; compare ratios within one run, not across runs.", ""]
+    # The compile-time section comes from bench/compile_time/measure.py (--into): kept as the page had it.
+    section = compile_time_section(a.markdown)
     with open(a.markdown, "w") as f:
         f.write("\n".join(md))
+        if section:
+            f.write("\n" + section)
     print(f"wrote {a.markdown}" + (f" and {a.plot}" if plotted else " (no plot: matplotlib missing)"))
     return 0
+
+
+COMPILE_TIME_BEGIN = "<!-- compile-time: bench/compile_time/measure.py -->"
+COMPILE_TIME_END = "<!-- compile-time: end -->"
+
+
+def compile_time_section(path):
+    """The page's compile-time section (between the markers), or "" when it has none."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return ""
+    i, j = text.find(COMPILE_TIME_BEGIN), text.find(COMPILE_TIME_END)
+    return text[i:j + len(COMPILE_TIME_END)] + "\n" if 0 <= i < j else ""
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 #define ATTNX_KERNELS_KV16_ELSEWHERE 1
 #include "attnx/kernels/impl/dispatch.hpp"
 #include "attnx/kernels/impl/gemm.hpp"
+#include "attnx/kernels/impl/rows.hpp"
 
 namespace attnx::kernels {
 template void flash_attention<float>(const attention_problem<float>&, simd::isa, unsigned);
+template void attention_rows<float>(const attention_problem<float>&, unsigned);
 template std::size_t gemm_into<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t,
                                       std::size_t, float*, std::size_t, const float*, simd::isa, unsigned);
 template void gemm_rows<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t, std::size_t,

@@ -73,10 +73,7 @@ auto partial_attention_of(const E& e, const context& ctx) {
   const auto d = dims_of(e);
   attention_state<T, O> s{basic_tensor<T, O>(d, uninitialized), basic_tensor<T, typename attention_state<T, O>::lse_shape>(
                                                                      detail::drop_last_dim(d), uninitialized)};
-  if (!fused::run(s.out.data(), e, ctx, s.lse.data())) {  // empty extents: no key (or no row, or no column)
-    alg::fill_n(s.out.data(), s.out.numel(), T(0));
-    alg::fill_n(s.lse.data(), s.lse.numel(), -std::numeric_limits<T>::infinity());
-  }
+  fused::run(s.out.data(), e, ctx, s.lse.data());
   return s;
 }
 }  // namespace detail

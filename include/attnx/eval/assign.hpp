@@ -1,8 +1,10 @@
 // attnx: assignment, the one loop every expression becomes.
 //
 // An expression recognised as attention, softmax(mask(scale(Q K^T))) V, goes to the fused kernel
-// at run time (eval/fused.hpp), and in a constant evaluation to whole-row loops that cost the compiler
-// fewer counted steps (eval/constant_attention.hpp). Everything else:
+// at run time (eval/fused.hpp; with the context's fused path off, the library's row-by-row loop over the same
+// problem), and in a constant evaluation to whole-row loops that cost the compiler fewer counted steps
+// (eval/constant_attention.hpp). A product A * B (+ bias) with A in memory goes to the GEMM (eval/direct.hpp).
+// Everything else:
 // assign_into(dst, e) walks the rows of e's shape: begin_row(r), then dst[r][j] = at(j) for each j.
 // Element-wise chains are therefore a single loop; row-wise nodes fill one-row buffers in
 // begin_row. Nothing of size rows x cols is ever allocated unless an operand that is read at random
@@ -51,21 +53,20 @@ constexpr void assign_into(T* dst, const E& e) {
       const context& ctx = current_context();
       using A = typename detail::cast_operand<E>::type;
       if constexpr (!std::is_void_v<A>) {
-        // cast<T>(attention): the kernel in the attention's own type, then converted element by element.
-        if (ctx.fused()) {
-          const dense_operand<A> inner(e.operand());
-          const auto* src = inner.data();
-          const std::size_t n = dims_size(dims_of(e));
-          for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
-          return;
-        }
+        // cast<T>(attention): the attention in its own type, then converted element by element.
+        const dense_operand<A> inner(e.operand());
+        const auto* src = inner.data();
+        const std::size_t n = dims_size(dims_of(e));
+        for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+        return;
       } else if constexpr (std::is_same_v<T, value_t<E>>) {
-        if (fused::run(dst, e, ctx)) return;
+        fused::run(dst, e, ctx);  // (the kernel, or with the fused path off the same problem row by row)
+        return;
       }
     }
   } else if constexpr (direct::product<E>::value && std::is_same_v<T, value_t<E>>) {
     // A * B [+ bias] at run time: the whole product at once, every row block in parallel (eval/direct.hpp).
-    if (!std::is_constant_evaluated() && direct::run(dst, e, current_context())) return;
+    if (!std::is_constant_evaluated()) return direct::run(dst, e, current_context());
   }
   evaluator<E> ev(e);
   const auto d = dims_of(e);

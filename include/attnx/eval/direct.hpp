@@ -4,7 +4,8 @@
 //   dst = A * B + bias     (bias of N elements, broadcast to every row: the projection x W + b)
 // are computed by kernels::gemm_into when A lies in memory (a tensor, a view, evaluated_once(e), ...:
 // lhs_in_memory): B packed once, then every row block of the whole product split across the context's
-// threads, each thread writing its rows (and the bias) straight into dst. With any other A (a softmax, a
+// threads, each thread writing its rows (and the bias) straight into dst; a product of fewer than
+// kernels::gemm_min_rows rows per matrix B (a decoding step), or one with the blocked GEMM off, by kernels::gemm_rows. With any other A (a softmax, a
 // chain, ...) and inside an expression (under softmax, for instance), a product keeps the row protocol and
 // computes blocks of rows of A as they are asked for: A is never stored whole (eval/evaluator.hpp).
 #pragma once
@@ -45,9 +46,7 @@ struct product<matmul_expr<A, B>> {
   static constexpr bool is_static = SA::is_static && SB::is_static;
   // With dyn extents the sizes are checked at run time (run() returns false for a product too small).
   static constexpr bool value = (std::is_same_v<T, float> || std::is_same_v<T, double>) && std::is_same_v<value_t<A>, T> &&
-                                std::is_same_v<value_t<B>, T> &&
-                                (!is_static || (rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0)) &&
-                                lhs_in_memory<A>::value;
+                                std::is_same_v<value_t<B>, T> && lhs_in_memory<A>::value;
   static const E& core(const E& e) { return e; }
   static const T* bias(const E&) { return nullptr; }
 };
@@ -62,11 +61,12 @@ struct product<binary_expr<ops::plus, matmul_expr<A, B>, M>> : product<matmul_ex
   static const typename base::T* bias(const binary_expr<ops::plus, matmul_expr<A, B>, M>& e) { return e.rhs().data(); }
 };
 
-// dst (the expression's shape, row-major) = e with ctx; false when ctx has the blocked GEMM off.
+// dst (the expression's shape, row-major) = e with ctx: the blocked GEMM, or, for fewer than gemm_min_rows rows per
+// matrix B or with the blocked GEMM off, the library's row-by-row loop (kernels::gemm_rows: the row evaluator's
+// order, so the row evaluator itself is left for constant evaluation).
 template <class T, class E>
-bool run(T* dst, const E& e, const context& ctx) {
+void run(T* dst, const E& e, const context& ctx) {
   using P = product<E>;
-  if (!ctx.blocked_gemm()) return false;
   const auto& m = P::core(e);
   using A = std::remove_cvref_t<decltype(m.lhs())>;
   using B = std::remove_cvref_t<decltype(m.rhs())>;
@@ -75,15 +75,15 @@ bool run(T* dst, const E& e, const context& ctx) {
   const std::size_t M = da[ra - 2], K = da[ra - 1], N = dims_cols(dims_of(m.rhs()));
   const std::size_t rows = dims_rows(da);
   const std::size_t rows_per_b = P::batched_rhs ? M : rows;
-  if constexpr (!P::is_static) {
-    if (rows_per_b < kernels::gemm_min_rows || K == 0 || N == 0) return false;
-  }
   const dense_operand<A> a(m.lhs());
   const dense_operand<B> b(m.rhs());
   const std::size_t nb = P::batched_rhs ? rows / M : 1;
+  if (!ctx.blocked_gemm() || rows_per_b < kernels::gemm_min_rows || K == 0 || N == 0) {
+    kernels::gemm_rows(a.data(), K, b.data(), nb, K, N, rows_per_b, dst, N, P::bias(e), ctx.threads());
+    return;
+  }
   ctx.count_gemm_blocks(kernels::gemm_into(a.data(), K, b.data(), nb, K, N, rows_per_b, dst, N, P::bias(e), ctx.isa(),
                                             ctx.threads()));
-  return true;
 }
 
 }  // namespace attnx::direct

@@ -34,6 +34,7 @@
 #include "attnx/expr/pairwise.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/kernels/flash_attention.hpp"
+#include "attnx/kernels/rows.hpp"
 
 namespace attnx {
 namespace fused {
@@ -257,19 +258,17 @@ struct pattern<merge_heads_expr<E>> {
   static constexpr bool value = pattern<E>::value && shape_of_t<E>::rank >= 3;
 };
 
-// Runs the kernel with ctx, its output (b, h, i, c) at o.data + b o.batch + h o.head + i o.row + c; false
-// when ctx has the fused path off.
-// With lse: also each row's log-sum-exp (the attention state, attnx/state.hpp), even with the fused path off.
+// Runs the kernel with ctx, its output (b, h, i, c) at o.data + b o.batch + h o.head + i o.row + c; with ctx's fused
+// path off, or with no key or query at all (a dyn length of 0), the same problem row by row
+// (kernels::attention_rows): the expression's own row evaluators are left for constant evaluation.
+// With lse: also each row's log-sum-exp (the attention state, attnx/state.hpp).
 template <class T, class P, class V>
 bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx,
          kernels::strided<T> lse = {}) {
-  if (!ctx.fused() && !lse.data) return false;
   using S = shape_of_t<P>;
   using K = typename chain<P>::k;
   constexpr std::size_t R = S::rank;
   const auto d = dims_of(e.lhs().operand());
-  // Empty extents (a dyn length of 0): the row evaluator, which loops zero times.
-  if (dims_size(d) == 0 || dims_cols(dims_of(e.rhs())) == 0) return false;
   const typename chain<P>::held h(e.lhs().operand());
   const strided_operand<V> v(e.rhs());
   problem<T> p;
@@ -283,6 +282,10 @@ bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const 
   p.lk = d[R - 1];
   p.dv = v.cols;
   p.lse = lse;
+  if (!ctx.fused() || dims_size(d) == 0 || p.dv == 0) {
+    kernels::attention_rows(p, ctx.threads());
+    return true;
+  }
   kernels::flash_attention(p, ctx);
   ctx.count_fused_run();
   return true;

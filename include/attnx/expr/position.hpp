@@ -132,8 +132,19 @@ constexpr auto rotary(A&&, rope_style, std::size_t = 0, double = 10000.0) {
 
 // ---- sinusoidal ----------------------------------------------------------------------------------------
 namespace detail {
+template <class T, class S, bool RunTime = false>
+constexpr void fill_sinusoidal(basic_tensor<T, S>& t, std::size_t offset, double base);
+// The same at run time, not constexpr: constant folding of a table in a default member initializer
+// (nn::sinusoidal_encoding) would otherwise make it one store per element.
 template <class T, class S>
-constexpr void fill_sinusoidal(basic_tensor<T, S>& t, std::size_t offset, double base) {
+void fill_sinusoidal_at_run_time(basic_tensor<T, S>& t, std::size_t offset, double base) {
+  fill_sinusoidal<T, S, true>(t, offset, base);
+}
+template <class T, class S, bool RunTime>
+constexpr void fill_sinusoidal(basic_tensor<T, S>& t, std::size_t offset, double base) {  // (declared above)
+  if constexpr (!RunTime) {
+    if (!std::is_constant_evaluated()) return fill_sinusoidal_at_run_time(t, offset, base);
+  }
   constexpr std::size_t d = S::cols;
   const std::size_t rows = t.dims()[0];
   std::array<double, (d + 1) / 2> w{};

@@ -33,6 +33,17 @@ extern template void flash_attention<float>(const attention_problem<float>&, sim
 extern template void flash_attention<double>(const attention_problem<double>&, simd::isa, unsigned);
 #endif
 
+// Keys and values stored as bf16 or f16 (KV = attnx::bf16 or attnx::f16, float queries): the compiled library has
+// their decode kernels; a header-only program compiles them only where this is called (a kv_cache of that storage
+// calls it), and flash_attention throws std::invalid_argument over such a problem otherwise.
+#if ATTNX_HEADER_ONLY
+template <class KV>
+void use_kv16() noexcept;
+#else
+template <class KV>
+void use_kv16() noexcept {}
+#endif
+
 template <class T>
 void flash_attention(const attention_problem<T>& p, const context& ctx) {
   flash_attention(p, ctx.isa(), ctx.threads());

@@ -106,6 +106,20 @@ extern template std::size_t gemm_into<double>(const double*, std::size_t, const 
                                               unsigned);
 #endif
 
+// dst = A B (+ bias) row by row, for products too small for the blocked GEMM (fewer than gemm_min_rows rows per
+// matrix B: a decoding step's projections) and for a context with the blocked GEMM off: each output row an axpy over
+// the rows of B, every element summed in the order k = 0, 1, ... (the row evaluator's order and bits), the columns
+// split across the threads when the product is large enough. Arguments as gemm_into's.
+template <class T>
+void gemm_rows(const T* a, std::size_t lda, const T* b, std::size_t nb, std::size_t k, std::size_t n, std::size_t rows_per_b,
+               T* dst, std::size_t ldd, const T* bias, unsigned threads);
+#if !ATTNX_HEADER_ONLY
+extern template void gemm_rows<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t,
+                                      std::size_t, float*, std::size_t, const float*, unsigned);
+extern template void gemm_rows<double>(const double*, std::size_t, const double*, std::size_t, std::size_t, std::size_t,
+                                       std::size_t, double*, std::size_t, const double*, unsigned);
+#endif
+
 // The run-time state of one product's evaluator: B packed once, and the current block of output rows.
 //   init(b, nb, k, n, rows_per_b, isa, threads)
 //                                   B = nb matrices of k x n, row-major, k*n apart; output rows

@@ -269,6 +269,7 @@ class kv_cache {
       p.k = k;
       p.v = v;
     } else {
+      kernels::use_kv16<Store>();
       p.kv = std::is_same_v<Store, bf16> ? kernels::kv_storage::bf16 : kernels::kv_storage::f16;
       p.k16 = {reinterpret_cast<const std::uint16_t*>(k.data), k.batch, k.head, k.row};
       p.v16 = {reinterpret_cast<const std::uint16_t*>(v.data), v.batch, v.head, v.row};

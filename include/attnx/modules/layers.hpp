@@ -123,11 +123,7 @@ struct layer_norm {
     return detail::with_features<D, failed_expr<T, shape_of_t<X>>>(
         std::forward<X>(x), [this](auto&& v) { return attnx::layer_norm(std::forward<decltype(v)>(v), weight, bias, eps); });
   }
-  static constexpr tensor<T, D> ones() {
-    tensor<T, D> t;
-    for (std::size_t i = 0; i < D; ++i) t(i) = T(1);
-    return t;
-  }
+  static constexpr tensor<T, D> ones() { return tensor<T, D>::filled(T(1)); }
 };
 
 template <class T, std::size_t D>

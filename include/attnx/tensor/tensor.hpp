@@ -144,6 +144,17 @@ struct extents_holder<Shape, Owning, false> {
 
 // Full extents from the run-time values given for a shape's dyn axes (or for all its axes); a value given
 // for a static axis must be that axis's extent.
+// Not constexpr, so that no constant folding turns a filled or generated tensor (a default member initializer, say)
+// into one store per element (basic_tensor::filled, generate).
+template <class T>
+void fill_at_run_time(T* p, std::size_t n, T v) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = v;
+}
+template <class F>
+void for_each_at_run_time(std::size_t n, const F& f) {
+  for (std::size_t i = 0; i < n; ++i) f(i);
+}
+
 template <class Shape, class... I>
 constexpr dims_t<Shape::rank> dims_from(const char* what, I... given) {
   static_assert(sizeof...(I) == Shape::dynamic_count || sizeof...(I) == Shape::rank,
@@ -331,14 +342,22 @@ class basic_tensor : public expression_tag, public detail::extents_holder<Shape,
         acc *= d[k];
       }
       const std::size_t n = t.numel();
-      for (std::size_t flat = 0; flat < n; ++flat) t.data()[flat] = static_cast<T>(f((flat / st[K] % d[K])...));
+      const auto fill = [&](std::size_t flat) { t.data()[flat] = static_cast<T>(f((flat / st[K] % d[K])...)); };
+      if (std::is_constant_evaluated()) {
+        for (std::size_t flat = 0; flat < n; ++flat) fill(flat);
+      } else {
+        detail::for_each_at_run_time(n, fill);  // (see fill_at_run_time)
+      }
     }(std::make_index_sequence<rank>{});
     return t;
   }
   template <std::integral... I>
   static constexpr basic_tensor filled(T v, I... e) {
     basic_tensor t = make_uninitialized(e...);
-    alg::fill_n(t.data(), t.numel(), v);
+    // At run time a loop the compiler keeps: folded as a constant (a default member initializer, say), a filled
+    // tensor would become one store per element.
+    if (std::is_constant_evaluated()) alg::fill_n(t.data(), t.numel(), v);
+    else detail::fill_at_run_time(t.data(), t.numel(), v);
     return t;
   }
 

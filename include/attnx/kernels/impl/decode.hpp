@@ -141,14 +141,36 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
     }
 }
 
-// The decode kernels of one instruction set, by storage type (bf16 / f16 only with T = float).
-template <class T, template <class, class> class Kernel>
+#if ATTNX_HEADER_ONLY
+// Header-only, the decode kernels over bf16 / f16 K and V (half of all the kernels' code) are compiled only in programs
+// that use them: use_kv16<KV>() (a kv_cache of that storage calls it) puts them in this table, one per instruction set.
+template <class KV>
+inline exec::detail::atomic<decode_kernel_ref<float> (*)()> kv16_decoders[simd::all_isas.size()]{};
+#endif
+
+// The decode kernels of instruction set I, by storage type (bf16 / f16 only with T = float).
+template <class T, simd::isa I, template <class, class> class Kernel>
 void run_decode_kv(const attention_problem<T>& p, unsigned threads) {
   if (p.kv == kv_storage::same) return run_decode(p, untyped(p.k), untyped(p.v), threads, decode_ref<Kernel<T, T>, T>());
   if constexpr (std::is_same_v<T, float>) {
     const kv_stack k = untyped(p.k16), v = untyped(p.v16);
+#if ATTNX_HEADER_ONLY
+    const auto kernel = [&]<class KV>(std::type_identity<KV>) {
+      const auto get = kv16_decoders<KV>[static_cast<std::size_t>(I)].load(exec::detail::memory_order_acquire);
+      if (!get)
+        ATTNX_THROW(std::invalid_argument(std::string("attnx::kernels::flash_attention: header-only, the decode kernels over ") +
+                                          (p.kv == kv_storage::bf16 ? "bf16" : "f16") +
+                                          " keys and values are compiled where kernels::use_kv16<attnx::" +
+                                          (p.kv == kv_storage::bf16 ? "bf16" : "f16") +
+                                          ">() is called (a kv_cache of that storage calls it)"));
+      return get();
+    };
+    if (p.kv == kv_storage::bf16) return run_decode(p, k, v, threads, kernel(std::type_identity<bf16>{}));
+    return run_decode(p, k, v, threads, kernel(std::type_identity<f16>{}));
+#else
     if (p.kv == kv_storage::bf16) return run_decode(p, k, v, threads, decode_ref<Kernel<T, bf16>, T>());
     return run_decode(p, k, v, threads, decode_ref<Kernel<T, f16>, T>());
+#endif
   }
 }
 
@@ -187,3 +209,24 @@ bool kv_shared_by_batch(const attention_problem<T>& p) {
 
 }  // namespace attnx::kernels::detail
 ATTNX_OPTIMIZE_END
+
+#if ATTNX_HEADER_ONLY
+namespace attnx::kernels {
+template <class KV>
+void use_kv16() noexcept {
+  static const bool registered = [] {
+    auto& table = detail::kv16_decoders<KV>;
+    table[static_cast<std::size_t>(simd::isa::scalar)].store(&detail::decode_ref<detail::scalar::decode_kernel<float, KV>, float>,
+                                                             exec::detail::memory_order_release);
+#if ATTNX_SIMD_X86
+    table[static_cast<std::size_t>(simd::isa::avx2)].store(&detail::decode_ref<detail::avx2::decode_kernel<float, KV>, float>,
+                                                           exec::detail::memory_order_release);
+    table[static_cast<std::size_t>(simd::isa::avx512)].store(&detail::decode_ref<detail::avx512::decode_kernel<float, KV>, float>,
+                                                             exec::detail::memory_order_release);
+#endif
+    return true;
+  }();
+  (void)registered;
+}
+}  // namespace attnx::kernels
+#endif

@@ -11,34 +11,6 @@ ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels {
 namespace detail {
 
-template <class T>
-void validate(const attention_problem<T>& p) {
-  if (p.kv_heads == 0 || p.heads % p.kv_heads != 0)
-    ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: heads (" + std::to_string(p.heads) +
-                                ") must be a multiple of kv_heads (" + std::to_string(p.kv_heads) + ")"));
-  if (p.kv != kv_storage::same && !std::is_same_v<T, float>)
-    ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: bf16 / f16 keys and values need float queries"));
-  if (p.n_steps > max_score_steps) ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: too many score steps"));
-  for (std::size_t s = 0; s < p.n_steps; ++s) {
-    const score_step<T>& st = p.steps[s];
-    if (st.kind == step_kind::key_lengths || st.kind == step_kind::causal_lengths) {
-      if (!st.lengths) ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: key_lengths without lengths"));
-      for (std::size_t b = 0; b < p.batch; ++b)
-        if (st.lengths[b] > p.lk)
-          ATTNX_THROW(std::out_of_range(std::string("attnx: mask: ") +
-                                  (st.kind == step_kind::key_lengths ? "key_lengths[" : "causal_lengths[") +
-                                  std::to_string(b) + "] = " + std::to_string(st.lengths[b]) + " exceeds the " +
-                                  std::to_string(p.lk) + " keys"));
-    } else if (st.kind == step_kind::key_padding && st.length > p.lk) {
-      ATTNX_THROW(std::out_of_range("attnx: mask: the key padding length " + std::to_string(st.length) + " exceeds the " +
-                              std::to_string(p.lk) + " keys"));
-    } else if ((st.kind == step_kind::boolean_mask && !st.mask.data) ||
-               (st.kind == step_kind::additive_mask && !st.bias.data)) {
-      ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: a mask step without its data"));
-    }
-  }
-}
-
 template <class T, simd::isa I>
 void flash_attention_isa(const attention_problem<T>& p, unsigned threads);
 
@@ -79,13 +51,13 @@ void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
   if (kv_shared_by_batch(p)) return batch_folded<T, I>(p, threads);
   if (p.lq <= decode_max_rows) {
     if constexpr (I == simd::isa::scalar) {
-      return run_decode_kv<T, scalar::decode_kernel>(p, threads);
+      return run_decode_kv<T, simd::isa::scalar, scalar::decode_kernel>(p, threads);
     }
 #if ATTNX_SIMD_X86
     else if constexpr (I == simd::isa::avx2) {
-      return run_decode_kv<T, avx2::decode_kernel>(p, threads);
+      return run_decode_kv<T, simd::isa::avx2, avx2::decode_kernel>(p, threads);
     } else {
-      return run_decode_kv<T, avx512::decode_kernel>(p, threads);
+      return run_decode_kv<T, simd::isa::avx512, avx512::decode_kernel>(p, threads);
     }
 #endif
   }

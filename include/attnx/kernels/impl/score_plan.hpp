@@ -137,5 +137,34 @@ std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan,
   return lim;
 }
 
+// The problem's rules the front end cannot check at compile time (std::invalid_argument, std::out_of_range).
+template <class T>
+void validate(const attention_problem<T>& p) {
+  if (p.kv_heads == 0 || p.heads % p.kv_heads != 0)
+    ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: heads (" + std::to_string(p.heads) +
+                                ") must be a multiple of kv_heads (" + std::to_string(p.kv_heads) + ")"));
+  if (p.kv != kv_storage::same && !std::is_same_v<T, float>)
+    ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: bf16 / f16 keys and values need float queries"));
+  if (p.n_steps > max_score_steps) ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: too many score steps"));
+  for (std::size_t s = 0; s < p.n_steps; ++s) {
+    const score_step<T>& st = p.steps[s];
+    if (st.kind == step_kind::key_lengths || st.kind == step_kind::causal_lengths) {
+      if (!st.lengths) ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: key_lengths without lengths"));
+      for (std::size_t b = 0; b < p.batch; ++b)
+        if (st.lengths[b] > p.lk)
+          ATTNX_THROW(std::out_of_range(std::string("attnx: mask: ") +
+                                  (st.kind == step_kind::key_lengths ? "key_lengths[" : "causal_lengths[") +
+                                  std::to_string(b) + "] = " + std::to_string(st.lengths[b]) + " exceeds the " +
+                                  std::to_string(p.lk) + " keys"));
+    } else if (st.kind == step_kind::key_padding && st.length > p.lk) {
+      ATTNX_THROW(std::out_of_range("attnx: mask: the key padding length " + std::to_string(st.length) + " exceeds the " +
+                              std::to_string(p.lk) + " keys"));
+    } else if ((st.kind == step_kind::boolean_mask && !st.mask.data) ||
+               (st.kind == step_kind::additive_mask && !st.bias.data)) {
+      ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: a mask step without its data"));
+    }
+  }
+}
+
 }  // namespace attnx::kernels::detail
 ATTNX_OPTIMIZE_END
