@@ -114,7 +114,7 @@ double floor_now(unsigned threads) {
 // (counter FMA_PEAK, measured like FLOOR just before and after each cell). The kernel does 4 d floating-point operations per
 // query row and key (2 d for the dot, 2 d for the values: counter FLOPS), so four rows of 16-bit K and V ask 4
 // operations per byte read, four rows of fp32 2, one row 1 (16-bit) or 0.5 (fp32): which limit binds depends on the
-// rows and on the machine's FMA rate per byte of read bandwidth (docs/decoding-log.md, twenty-first session).
+// rows and on the machine's FMA rate per byte of read bandwidth.
 double fma_now(unsigned threads) {
   const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
   constexpr long inner = 1 << 17;
@@ -169,16 +169,10 @@ const attnx::storage<KV, attnx::dyn>& pool() {
   return p;
 }
 // The memory every cell reads, allocated (and filled) once per process in a fixed order before the first cell:
-// first a settling block of 1.5 GiB that nothing reads, then the floor's buffer and the three pools. On the
-// Intel Xeon of the nineteenth session the first 1-1.5 GiB a process allocates read 10-20% slower than the rest,
-// in every process (one core, 1 GiB of each buffer, medians of 5: 10.8-13.3 GB/s for a first buffer of 4 GiB
-// against 13.4-15.9 for the three after it; a first 512 MiB block 11.8-12.8, everything after it 14.5-15.9).
-// Until then the pools were made by the first cell that needed each, in the random order of the interleaved
-// cells, so whichever came first (the fp32 pool, one 16-bit pool or the floor's buffer) read slower for the
-// whole run: one likely cause of the run-to-run swings docs/decoding-log.md records (eighteenth session). The cost:
-// 10.5 GiB resident and 42 s before main on that Xeon (10 s user, 32 s system: the page faults of 4 KiB pages),
-// for every invocation (--benchmark_list_tests and filtered runs too), where a filtered run used to fill only the
-// pools its cells read.
+// first a settling block of 1.5 GiB that nothing reads, then the floor's buffer and the three pools: the first
+// gigabyte or so a process allocates can read 10-20% slower than the rest, and a pool made by whichever cell came
+// first in the interleaved order would read slower for the whole run. The cost: 10.5 GiB resident and some tens of
+// seconds before main, for every invocation (filtered runs and --benchmark_list_tests too).
 const bool memory_ready = [] {
   static const attnx::storage<float, attnx::dyn> settling = [] {
     attnx::storage<float, attnx::dyn> s(attnx::uninitialized, (std::size_t(3) << 29) / sizeof(float));

@@ -5,7 +5,7 @@
 // the same alternation. Each figure is % of the read floor measured just before it (one vectorised stream over
 // 512 MiB, as bench_decode's), median over the rounds, and ns per key; "L2" is the same loop over 256 keys that
 // stay in L2 (best of 300), i.e. its time when memory costs nothing. H 8, L_k 16384, K and V rotated over
-// 8 copies (512 MiB). One thread. docs/decoding-log.md ("Sixteenth session") has what it showed on AMD Zen 4.
+// 8 copies (512 MiB). One thread. bench/NOTES.md says what such probes are for.
 //
 // Usage: attnx_overlap_probe [rounds]   (AVX-512 machines only; prints a line per loop)
 #include <algorithm>

@@ -5,7 +5,8 @@
 //   load_weights [DATA_DIR]      (default: examples/data next to this file)
 //
 // The files are examples/data/mha_small.safetensors (weights, F32, "attn.q_proj.weight" (out, in), ...)
-// and mha_small.expected.safetensors (x, F32; y, F64; the mask in the metadata). Regenerate them with
+// and mha_small.expected.safetensors (x, F32; y, F64; the mask in the metadata). The weights' file states its head
+// counts in its metadata ("attnx.heads", "attnx.kv_heads"), which load_mha checks. Regenerate them with
 // `python3 scripts/make_safetensors.py`. This example needs nlohmann/json (attnx/io/safetensors.hpp).
 #include <attnx/attnx.hpp>
 #include <attnx/io/safetensors.hpp>
@@ -33,15 +34,8 @@ int main(int argc, char** argv) {
     for (const auto& [name, t] : weights.tensors())
       std::cout << "  " << name << "  " << t.dtype << " " << st::shape_text(t.shape) << "\n";
 
-    // The file's own description must match the sizes compiled into the module.
-    const auto& meta = weights.metadata();
-    if (meta.at("d_model") != std::to_string(mha_t::d_model) || meta.at("heads") != std::to_string(mha_t::heads) ||
-        meta.at("kv_heads") != std::to_string(mha_t::kv_heads)) {
-      std::cerr << "the file describes another model\n";
-      return 1;
-    }
-
-    // PyTorch names and layout: weight (out, in) is read transposed into attnx's (in, out).
+    // PyTorch names and layout: weight (out, in) is read transposed into attnx's (in, out). The shapes are checked
+    // against the module's, and the head counts against the file's "attnx.heads" and "attnx.kv_heads".
     const mha_t mha = st::load_mha<mha_t>(weights, st::mha_names::hugging_face("attn."), st::weight_layout::out_in);
     std::cout << "module: d_model " << mha_t::d_model << ", heads " << mha_t::heads << ", kv_heads " << mha_t::kv_heads
               << ", d_k " << mha_t::d_k << ", d_v " << mha_t::d_v << ", " << mha_t::parameter_count << " parameters\n";
@@ -67,7 +61,8 @@ int main(int argc, char** argv) {
       return 1;
     }
 
-    // A module of the wrong sizes is refused with the tensor's name and both shapes.
+    // A module of other sizes is refused: here by the file's key/value head count, which is checked first (without
+    // it, the shape error would name k_proj.weight and both shapes).
     try {
       (void)st::load_mha<attnx::multi_head_attention<float, D, 4>>(weights, st::mha_names::hugging_face("attn."),
                                                                     st::weight_layout::out_in);
@@ -75,6 +70,16 @@ int main(int argc, char** argv) {
       return 1;
     } catch (const st::shape_error& e) {
       std::cout << "loading into a module with 4 key/value heads: " << e.what() << "\n";
+    }
+    // 8 heads of 2 sharing 4 key/value heads has every weight of the same shape (16 x 16, 16 x 8): only the file's
+    // head counts tell the two modules apart.
+    try {
+      (void)st::load_mha<attnx::multi_head_attention<float, D, 8, attnx::mha_options{.kv_heads = 4}>>(
+          weights, st::mha_names::hugging_face("attn."), st::weight_layout::out_in);
+      std::cerr << "FAILED: a module with 8 heads loaded weights made for 4\n";
+      return 1;
+    } catch (const st::shape_error& e) {
+      std::cout << "loading into a module with 8 heads: " << e.what() << "\n";
     }
     std::cout << "OK\n";
     return 0;

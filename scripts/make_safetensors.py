@@ -8,7 +8,9 @@ Two files:
   mha_small.safetensors           the weights of a multi-head attention, F32, named and laid out as a
                                   PyTorch / Hugging Face checkpoint stores them: attn.q_proj.weight is
                                   (out, in) = (heads*d_k, d_model), attn.q_proj.bias is (heads*d_k,), ...
-                                  __metadata__ holds the sizes.
+                                  __metadata__ holds the sizes, the head counts also under
+                                  the keys attnx's loaders check ("attnx.heads", "attnx.kv_heads":
+                                  the weights' shapes do not say them, docs/mha.md).
   mha_small.expected.safetensors  an input x (F32, (B, L, d_model)) and the expected output y (F64),
                                   computed here with plain double-precision loops from exactly the F32
                                   values stored (causal mask and per-batch key lengths; lengths in the
@@ -108,7 +110,8 @@ def main(argv):
             y.extend(linear(concat[i], wo, bo))
 
     meta = {"d_model": str(D_MODEL), "heads": str(HEADS), "kv_heads": str(KV_HEADS), "d_k": str(D_K), "d_v": str(D_V),
-            "bias": "true", "layout": "out_in (PyTorch nn.Linear)", "made_by": "scripts/make_safetensors.py"}
+            "bias": "true", "layout": "out_in (PyTorch nn.Linear)", "made_by": "scripts/make_safetensors.py",
+            "attnx.heads": str(HEADS), "attnx.kv_heads": str(KV_HEADS)}
     write_safetensors(os.path.join(out_dir, "mha_small.safetensors"), [
         ("attn.q_proj.weight", "F32", [HEADS * D_K, D_MODEL], flat(wq)),
         ("attn.q_proj.bias", "F32", [HEADS * D_K], bq),

@@ -10,7 +10,9 @@ Module: embed_dim 16, num_heads 4, biases, batch_first; input x (2, 5, 16); attn
 (causal); key_padding_mask (2, 5) bool, True = padding (item 1's last two keys). The weights are float32; the
 outputs are computed in float64 from them (module.double()).
 Tensors: in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias (the state dict's names), x (F32),
-attn_mask, key_padding_mask (stored as I32 0/1: safetensors' BOOL is not read by attnx), y (F64), weights (F64).
+attn_mask, key_padding_mask (BOOL, as torch stores bool tensors), y (F64), weights (F64). __metadata__ holds the
+module's head counts as attnx's writers store them ("attnx.heads", "attnx.kv_heads": the weights' shapes do not say
+them, docs/mha.md) and the torch version.
 """
 import os
 import sys
@@ -34,7 +36,7 @@ with torch.no_grad():
     y, w = md(x.double(), x.double(), x.double(), attn_mask=attn_mask, key_padding_mask=kpm)
 sd = {k: v.float() for k, v in m.state_dict().items()}
 tensors = dict(sd)
-tensors.update({"x": x, "attn_mask": attn_mask.int(), "key_padding_mask": kpm.int(), "y": y, "weights": w})
+tensors.update({"x": x, "attn_mask": attn_mask, "key_padding_mask": kpm, "y": y, "weights": w})
 
-save(out, tensors, {"torch": torch.__version__})
+save(out, tensors, {"torch": torch.__version__, "attnx.heads": str(m.num_heads), "attnx.kv_heads": str(m.num_heads)})
 print("torch_mha_reference.py: wrote", out)

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "attnx/expr/elementwise.hpp"
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"

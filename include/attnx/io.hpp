@@ -5,7 +5,7 @@
 #include <iosfwd>  // the operators are templates on the stream, so <ostream> (heavy) comes with the
                     // program's own <iostream> or <sstream>, not with attnx
 
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/tensor/tensor.hpp"
 #include "attnx/tensor/view.hpp"
 

@@ -5,12 +5,13 @@ import struct
 
 import torch
 
-DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32", torch.int64: "I64"}
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32", torch.int64: "I64", torch.bool: "BOOL"}
 
 
 def save(path, tensors, metadata):
-    """tensors: name -> torch tensor (float32, float64, int32, int64); metadata: str -> str. Little-endian data,
-    the header padded with spaces to a multiple of 8 bytes."""
+    """tensors: name -> torch tensor (float32, float64, int32, int64, bool: one byte 0 or 1 each, as safetensors'
+    own writer stores BOOL); metadata: str -> str. Little-endian data, the header padded with spaces to a multiple
+    of 8 bytes."""
     header, blobs, offset = {"__metadata__": metadata}, [], 0
     for name, t in tensors.items():
         t = t.contiguous()

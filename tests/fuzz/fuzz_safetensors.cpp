@@ -57,6 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       try_load<attnx::tensor<float, 2, 3>>(f, name);
       try_load<attnx::tensor<double, 4>>(f, name);
       try_load<attnx::tensor<float, 1>>(f, name);
+      try_load<attnx::tensor<bool, 2, 2>>(f, name);  // (BOOL and U8: every byte checked to be 0 or 1)
     }
     std::sort(spans.begin(), spans.end());
     for (std::size_t i = 1; i < spans.size(); ++i)

@@ -5,7 +5,7 @@
 #include "attnx/kernels/flash_attention.hpp"
 #include "attnx/kernels/impl/decode.hpp"  // the decode driver's rules (decode_max_rows, kv_shared_by_batch)
 #include "attnx/kernels/tuning.hpp"
-#include "attnx/tensor/half.hpp"
+#include "attnx/math/half.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -4,7 +4,9 @@
 // std::int64_t), writing narrower (entry::to: each value rounded once to nearest even, checked against a search
 // over the format's values; I64 as I32), and one test per error: missing file, truncated file, header length
 // beyond the file, corrupt JSON, malformed entries, data offsets beyond the data, missing tensor, a dtype the
-// target does not hold exactly, wrong shape.
+// target does not load (each message with its own reason), wrong shape. Bool tensors (PyTorch's masks): BOOL and U8
+// files made byte by byte load, bytes other than 0 or 1 are refused, a bool tensor is saved as BOOL. The head counts
+// (save_mha's "attnx.heads" / "attnx.kv_heads"): stored, checked, and what goes wrong without them.
 #define BOOST_TEST_MODULE safetensors
 #include <boost/test/unit_test.hpp>
 
@@ -17,7 +19,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <system_error>
@@ -25,27 +29,15 @@
 
 #include "messages.hpp"
 
+#include "temp_dir.hpp"
+
 using namespace attnx;
 namespace st = attnx::safetensors;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test run, removed at the end.
-struct temp_dir {
-  fs::path dir;
-  temp_dir() {
-    std::random_device rd;
-    dir = fs::temp_directory_path() / ("attnx_safetensors_" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(dir);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  fs::path operator/(const std::string& name) const { return dir / name; }
-};
-const temp_dir tmp;
+const test_support::temp_dir tmp{"attnx_safetensors_"};
 
 // A file from raw parts: the 8-byte length (the header's own, unless given), the header, the data.
 fs::path write_raw(const std::string& name, const std::string& header, const std::vector<unsigned char>& data,
@@ -83,6 +75,20 @@ void throws(F&& f, std::initializer_list<std::string> fragments) {
     const std::string m = e.what();
     BOOST_TEST_MESSAGE(m);
     for (const auto& frag : fragments) BOOST_TEST(m.find(frag) != std::string::npos, "'" << frag << "' in: " << m);
+    BOOST_TEST((dynamic_cast<const st::error*>(&e) != nullptr));
+  } catch (const std::exception& e) {
+    BOOST_ERROR("wrong exception type: " << e.what());
+  }
+}
+
+// Checks the exception type and its whole message.
+template <class Ex, class F>
+void throws_exactly(F&& f, const std::string& message) {
+  try {
+    f();
+    BOOST_ERROR("no exception thrown, expected: " << message);
+  } catch (const Ex& e) {
+    BOOST_TEST(std::string(e.what()) == message);
     BOOST_TEST((dynamic_cast<const st::error*>(&e) != nullptr));
   } catch (const std::exception& e) {
     BOOST_ERROR("wrong exception type: " << e.what());
@@ -260,18 +266,59 @@ BOOST_AUTO_TEST_CASE(exact_widenings_load_and_narrowing_is_refused) {
   const auto il = f.load<tensor<std::int64_t, 3>>("i");
   BOOST_TEST(il(0) == -7);
   BOOST_TEST(il(2) == 2147483647);
-  // Narrowing and across kinds: refused, naming the tensor, the stored dtype, the element type and what it loads.
-  throws<st::dtype_error>([&] { (void)f.load<tensor<float, 2>>("d"); },
-                          {"tensor 'd'", "has dtype F64", "(float) do not hold exactly", "they load F32, BF16, F16"});
-  throws<st::dtype_error>([&] { (void)f.load<tensor<std::int32_t, 1>>("l"); }, {"has dtype I64", "(std::int32_t)", "they load I32"});
-  throws<st::dtype_error>([&] { (void)f.load<tensor<float, 3>>("i"); }, {"has dtype I32", "(float)"});
-  throws<st::dtype_error>([&] { (void)f.load<tensor<std::int64_t, 3>>("f"); }, {"has dtype F32", "they load I64, I32"});
-  for (const std::string dt : {"U16", "I16", "F8_E4M3", "BOOL"}) {
+  // Narrowing and across kinds: refused, naming the tensor, the stored dtype, the element type, the reason and what
+  // to do instead.
+  const std::string in = " in '" + p.string() + "'";
+  throws_exactly<st::dtype_error>(
+      [&] { (void)f.load<tensor<float, 2>>("d"); },
+      "attnx: safetensors: tensor 'd'" + in +
+          " has dtype F64: float elements could lose "
+          "digits (narrowing is refused; they load F32, BF16, F16): load it into a double tensor");
+  throws_exactly<st::dtype_error>(
+      [&] { (void)f.load<tensor<std::int32_t, 1>>("l"); },
+      "attnx: safetensors: tensor 'l'" + in +
+          " has dtype I64: std::int32_t elements could "
+          "lose digits (narrowing is refused; they load I32): load it into a std::int64_t tensor");
+  throws_exactly<st::dtype_error>([&] { (void)f.load<tensor<float, 3>>("i"); },
+                                  "attnx: safetensors: tensor 'i'" + in +
+                                      " has dtype I32, an integer dtype, and float "
+                                      "elements load F32, BF16, F16 (nothing converts silently: load it into a "
+                                      "std::int32_t tensor, then cast<float>)");
+  throws_exactly<st::dtype_error>([&] { (void)f.load<tensor<double, 1>>("l"); },
+                                  "attnx: safetensors: tensor 'l'" + in +
+                                      " has dtype I64, an integer dtype, and double "
+                                      "elements load F64, F32, BF16, F16 (nothing converts silently: load it into a "
+                                      "std::int64_t tensor, then cast<double>)");
+  throws_exactly<st::dtype_error>(
+      [&] { (void)f.load<tensor<std::int64_t, 3>>("f"); },
+      "attnx: safetensors: tensor 'f'" + in +
+          " has dtype F32, a floating-point dtype, and "
+          "std::int64_t elements load I64, I32 (nothing converts silently: load it into a float "
+          "tensor, then cast<std::int64_t>)");
+  throws_exactly<st::dtype_error>(
+      [&] { (void)f.load<tensor<bool, 3>>("f"); },
+      "attnx: safetensors: tensor 'f'" + in +
+          " has dtype F32: a bool tensor loads BOOL, and "
+          "U8 holding only 0 and 1 (a comparison makes a mask of other values, e.g. x > 0.5f)");
+  // Dtypes of the format that attnx loads into nothing, and the two that load into bool only.
+  for (const std::string dt : {"U16", "I16", "I8", "U32", "U64", "F8_E4M3", "F8_E5M2", "BOOL", "U8"}) {
     const std::size_t n = st::dtype_size(dt);
-    const auto q = write_raw(dt + ".safetensors", R"({"h":{"dtype":")" + dt + R"(","shape":[2],"data_offsets":[0,)" +
-                                                      std::to_string(2 * n) + "]}}",
-                             std::vector<unsigned char>(2 * n, 0));
-    throws<st::dtype_error>([&] { (void)st::file(q).load<tensor<double, 2>>("h"); }, {"has dtype " + dt, "(double)"});
+    const auto q =
+        write_raw(dt + ".safetensors",
+                  R"({"h":{"dtype":")" + dt + R"(","shape":[2],"data_offsets":[0,)" + std::to_string(2 * n) + "]}}",
+                  std::vector<unsigned char>(2 * n, 0));
+    const std::string where = "attnx: safetensors: tensor 'h' in '" + q.string() + "'";
+    const std::string want = dt == "BOOL" ? where + " is a BOOL mask: load it into a bool tensor"
+                             : dt == "U8"
+                                 ? where +
+                                       " has dtype U8, which attnx loads into bool tensors only (a mask, every "
+                                       "element 0 or 1)"
+                                 : where + " has dtype " + dt +
+                                       ", which attnx does not load (it loads F64, F32, BF16, "
+                                       "F16, I64, I32, BOOL, and U8 into bool)";
+    throws_exactly<st::dtype_error>([&] { (void)st::file(q).load<tensor<double, 2>>("h"); }, want);
+    throws_exactly<st::dtype_error>([&] { (void)st::file(q).load<tensor<std::int64_t, 2>>("h"); }, want);
+    if (dt == "BOOL" || dt == "U8") BOOST_TEST((st::file(q).load<tensor<bool, 2>>("h") == tensor<bool, 2>{}));
   }
 }
 
@@ -615,6 +662,173 @@ BOOST_AUTO_TEST_CASE(files_in_memory) {
   bytes.resize(bytes.size() - 4);  // the last float cut off
   throws<st::format_error>([&] { (void)st::file::from_memory(bytes, "cut"); }, {"'cut'", "ends at byte 48", "only 44 bytes"});
   throws<st::format_error>([&] { (void)st::file::from_memory({1, 2, 3}, "tiny"); }, {"'tiny' is 3 bytes long"});
+}
+
+// ---- bool tensors: PyTorch's masks ---------------------------------------------------------------------
+// torch (through safetensors) stores a bool tensor as BOOL, one byte 0 or 1 per element; older PyTorch kept masks as
+// uint8, so U8 of 0 and 1 loads too. The files are written byte by byte here.
+BOOST_AUTO_TEST_CASE(bool_masks_load_from_bool_and_u8) {
+  const std::vector<unsigned char> bits{1, 0, 0, 1, 1, 0};  // (2, 3) in stored order
+  std::vector<unsigned char> data = bits;
+  data.insert(data.end(), bits.begin(), bits.end());
+  const auto p = write_raw("masks.safetensors",
+                           R"({"m":{"dtype":"BOOL","shape":[2,3],"data_offsets":[0,6]},)"
+                           R"("u":{"dtype":"U8","shape":[2,3],"data_offsets":[6,12]}})",
+                           data);
+  const st::file f(p);
+  const tensor<bool, 2, 3> want{{true, false, false}, {true, true, false}};
+  BOOST_TEST((f.load<tensor<bool, 2, 3>>("m") == want));
+  BOOST_TEST((f.load<tensor<bool, 2, 3>>("u") == want));
+  const auto d = f.load<tensor<bool, dyn, 3>>("m");
+  BOOST_TEST((d.dims()[0] == 2u && d(1, 1) && !d(1, 2) && d(0, 0) && !d(0, 1)));
+  const auto t = f.load_transposed<tensor<bool, 3, 2>>("m");  // stored (2, 3): the target's transpose
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j) BOOST_TEST(t(i, j) == want(j, i));
+  bool mem[6] = {};
+  f.load_into("u", view<bool, 2, 3>(mem));
+  for (std::size_t i = 0; i < 6; ++i) BOOST_TEST(mem[i] == (bits[i] == 1));
+}
+
+BOOST_AUTO_TEST_CASE(bool_elements_other_than_0_or_1_are_refused) {
+  const auto p = write_raw("bad_masks.safetensors",
+                           R"({"m":{"dtype":"BOOL","shape":[5],"data_offsets":[0,5]},)"
+                           R"("u":{"dtype":"U8","shape":[5],"data_offsets":[5,10]}})",
+                           {1, 0, 0, 2, 1, /* u: */ 0, 1, 1, 1, 7});
+  const st::file f(p);
+  const std::string where = "attnx: safetensors: tensor 'm' in '" + p.string() + "'";
+  throws_exactly<st::format_error>([&] { (void)f.load<tensor<bool, 5>>("m"); },
+                                   where +
+                                       ": element 3 (in stored order) of the BOOL tensor is the byte 2, and a BOOL "
+                                       "element is 0 or 1");
+  // Nothing is written when a load fails.
+  bool mem[5] = {true, true, true, true, true};
+  throws_exactly<st::dtype_error>(
+      [&] { f.load_into("u", view<bool, 5>(mem)); },
+      "attnx: safetensors: tensor 'u' in '" + p.string() +
+          "' has dtype U8 and element 4 (in "
+          "stored order) is 7: a U8 tensor loads into bool only when every element is 0 or 1");
+  BOOST_TEST((mem[0] && mem[1] && mem[2] && mem[3] && mem[4]));
+  // A U8 tensor of other values is not a mask, and an integer target does not take U8 either: the message says so.
+  throws_exactly<st::dtype_error>([&] { (void)f.load<tensor<std::int32_t, 5>>("u"); },
+                                  "attnx: safetensors: tensor 'u' in '" + p.string() +
+                                      "' has dtype U8, which attnx "
+                                      "loads into bool tensors only (a mask, every element 0 or 1)");
+}
+
+BOOST_AUTO_TEST_CASE(bool_tensors_are_saved_as_bool) {
+  const tensor<bool, 2, 3> m{{true, false, true}, {false, false, true}};
+  const auto p = tmp / "bool_saved.safetensors";
+  st::save(p, {st::make_entry("m", m), st::make_entry("m_t", m, /*transposed=*/true)});
+  // The bytes as the format has them: the header's entries, then one byte 0 or 1 per element.
+  std::ifstream in(p, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string header = R"({"m":{"dtype":"BOOL","shape":[2,3],"data_offsets":[0,6]},)"
+                             R"("m_t":{"dtype":"BOOL","shape":[3,2],"data_offsets":[6,12]}})";
+  BOOST_TEST(bytes.substr(8, header.size()) == header);
+  BOOST_TEST(bytes.substr(bytes.size() - 12) == std::string("\1\0\1\0\0\1\1\0\0\0\1\1", 12));  // m, then m_t
+  const st::file f(p);
+  BOOST_TEST((f.load<tensor<bool, 2, 3>>("m") == m));
+  BOOST_TEST((f.load_transposed<tensor<bool, 2, 3>>("m_t") == m));
+  // A BOOL entry is stored as BOOL only.
+  throws_exactly<st::dtype_error>(
+      [&] { (void)st::make_entry("m", m).to("U8"); },
+      "attnx: safetensors: entry 'm' (BOOL) cannot be stored as U8: floating-point entries "
+      "are stored as F64, F32, BF16, F16, integer ones as I64, I32, BOOL ones as BOOL only");
+  BOOST_TEST((st::make_entry("m", m).to("BOOL").bytes == std::vector<unsigned char>{1, 0, 1, 0, 0, 1}));
+  // Into an integer tensor: refused with the reason (a mask goes into bool).
+  throws_exactly<st::dtype_error>([&] { (void)f.load<tensor<std::int32_t, 2, 3>>("m"); },
+                                  "attnx: safetensors: tensor 'm' in '" + p.string() +
+                                      "' is a BOOL mask: load it into a "
+                                      "bool tensor");
+}
+
+// ---- the head count ------------------------------------------------------------------------------------
+// A module's head count is not in its weights' shapes: 2 heads of 4 and 4 heads of 2 (with 1 and 2 key/value heads)
+// read the same four (8 x 8, 8 x 4, 8 x 4, 8 x 8) matrices and compute different attentions. save_mha stores the
+// counts; load_mha and load_torch_multihead_attention refuse a module with others.
+BOOST_AUTO_TEST_CASE(head_counts_are_stored_and_checked) {
+  using M = multi_head_attention<float, 8, 2, mha_options{.kv_heads = 1}>;
+  using M4 = multi_head_attention<float, 8, 4, mha_options{.kv_heads = 2}>;  // the same shapes, other heads
+  static_assert(std::is_same_v<M::w_q_shape, M4::w_q_shape> && std::is_same_v<M::w_k_shape, M4::w_k_shape> &&
+                std::is_same_v<M::w_v_shape, M4::w_v_shape> && std::is_same_v<M::w_o_shape, M4::w_o_shape>);
+  M m;
+  std::mt19937 g(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  fill_parameters(m, [&] { return u(g); });
+  const auto x = iota<tensor<float, 2, 3, 8>>(-0.5, 0.02);
+  const tensor<float, 2, 3, 8> want = m(x, causal);
+
+  const auto names = st::mha_names::hugging_face("attn.");
+  const auto p = tmp / "mha_with_heads.safetensors";
+  st::save_mha(p, m, names, st::weight_layout::out_in, {{"attnx.heads", "99"}, {"format", "pt"}});
+  const st::file f(p);
+  BOOST_TEST(f.metadata().at("attnx.heads") == "2");  // (save_mha's counts over the caller's)
+  BOOST_TEST(f.metadata().at("attnx.kv_heads") == "1");
+  BOOST_TEST(f.metadata().at("format") == "pt");
+  BOOST_TEST((f.info(names.w_k).shape == std::vector<std::size_t>{4, 8}));  // (out, in)
+  BOOST_TEST(
+      (st::mha_metadata<M4>() == std::map<std::string, std::string>{{"attnx.heads", "4"}, {"attnx.kv_heads", "2"}}));
+  const tensor<float, 2, 3, 8> y = st::load_mha<M>(f, names, st::weight_layout::out_in)(x, causal);
+  BOOST_TEST((y == want));
+
+  throws_exactly<st::shape_error>([&] { (void)st::load_mha<M4>(f, names, st::weight_layout::out_in); },
+                                  "attnx: safetensors: '" + p.string() +
+                                      "' holds a module with 2 heads (__metadata__ "
+                                      "\"attnx.heads\"), but the module has 4: the head count is not in the weights' "
+                                      "shapes (they hold heads x d_k), and another count computes another attention");
+  // Only the key/value heads differ: 2 heads of 4, each with its own key/value head (w_k 8 x 8).
+  using M2 = multi_head_attention<float, 8, 2>;
+  throws_exactly<st::shape_error>(
+      [&] { (void)st::load_mha<M2>(f, names, st::weight_layout::out_in); },
+      "attnx: safetensors: '" + p.string() +
+          "' holds a module with 1 key/value head "
+          "(__metadata__ \"attnx.kv_heads\"), but the module has 2: the head count is not in "
+          "the weights' shapes (they hold heads x d_k), and another count computes another "
+          "attention");
+
+  // What the check prevents: the same tensors without the counts load into M4 and give another output.
+  const auto bare = tmp / "mha_without_heads.safetensors";
+  st::save(bare, {st::make_entry(names.w_q, m.w_q, true), st::make_entry(names.w_k, m.w_k, true),
+                  st::make_entry(names.w_v, m.w_v, true), st::make_entry(names.w_o, m.w_o, true),
+                  st::make_entry(names.b_q, m.b_q), st::make_entry(names.b_k, m.b_k), st::make_entry(names.b_v, m.b_v),
+                  st::make_entry(names.b_o, m.b_o)});
+  const tensor<float, 2, 3, 8> y4 = st::load_mha<M4>(st::file(bare), names, st::weight_layout::out_in)(x, causal);
+  float worst = 0;
+  for (std::size_t i = 0; i < y4.size; ++i) worst = std::max(worst, std::abs(y4.data()[i] - want.data()[i]));
+  BOOST_TEST_MESSAGE("4 heads instead of 2: max difference " << worst);
+  BOOST_TEST(worst > 1e-2f);
+
+  // Without biases, in attnx's own layout.
+  using MB = multi_head_attention<double, 8, 4, mha_options{.bias = false}>;
+  MB mb;
+  for (auto* w : {mb.w_q.data(), mb.w_k.data(), mb.w_v.data(), mb.w_o.data()})
+    for (std::size_t i = 0; i < 64; ++i) w[i] = u(g);
+  const auto pb = tmp / "mha_no_bias.safetensors";
+  st::save_mha(pb, mb, {}, st::weight_layout::in_out);
+  const st::file fb(pb);
+  BOOST_TEST(fb.tensors().size() == 4u);
+  const MB back = st::load_mha<MB>(fb, {}, st::weight_layout::in_out);
+  BOOST_TEST((back.w_q == mb.w_q && back.w_k == mb.w_k && back.w_v == mb.w_v && back.w_o == mb.w_o));
+  using MB2 = multi_head_attention<double, 8, 2, mha_options{.bias = false}>;
+  throws<st::shape_error>([&] { (void)st::load_mha<MB2>(fb, {}, st::weight_layout::in_out); },
+                          {"holds a module with 4 heads", "the module has 2"});
+}
+
+BOOST_AUTO_TEST_CASE(head_counts_that_are_not_numbers_are_refused) {
+  using M = multi_head_attention<float, 8, 2>;
+  for (const std::string bad : {"", "two", "2.0", "-2", "+2", "0", "1234567890", " 2"}) {
+    const auto p = tmp / "bad_heads.safetensors";
+    st::save(p, {st::make_entry("w_q", tensor<float, 8, 8>{})}, {{"attnx.kv_heads", "2"}, {"attnx.heads", bad}});
+    const st::file f(p);
+    throws_exactly<st::format_error>([&] { (void)st::load_mha<M>(f, {}, st::weight_layout::in_out); },
+                                     "attnx: safetensors: '" + p.string() + "': __metadata__ \"attnx.heads\" is \"" +
+                                         bad + "\", not a positive head count");
+  }
+  // The counts are checked before any tensor is read: the file's 2 heads agree with M, so the missing w_k is next.
+  const auto p = tmp / "good_heads.safetensors";
+  st::save(p, {st::make_entry("w_q", tensor<float, 8, 8>{})}, st::mha_metadata<M>());
+  throws<st::missing_tensor>([&] { (void)st::load_mha<M>(st::file(p), {}, st::weight_layout::in_out); },
+                             {"no tensor 'w_k'"});
 }
 
 // The seed corpus of the loader's fuzz target (tests/fuzz/fuzz_safetensors.cpp): every file this suite

@@ -8,6 +8,7 @@
 // Every one-letter upper-case name is declared at global scope, as user programs do (Q, K, V, X, ...):
 // a local declaration in a header with such a name would shadow it (-Wshadow).
 #include <attnx/attnx.hpp>
+#include <attnx/io/npy.hpp>
 #ifdef ATTNX_WARNINGS_JSON
 // (spelled "# include" so that the build's scan for the JSON dependency leaves this file alone)
 # include <attnx/io/safetensors.hpp>
@@ -222,7 +223,29 @@ void modules() {
   const auto back = st.load<tensor<float, batch<2>, seq<5>, d_model<8>>>("x");
   std::filesystem::remove(path);
   expect(back == xb && !safetensors::shape_text(st.tensors().at("x").shape).empty(), "safetensors");
+  const auto mask_path = std::filesystem::temp_directory_path() / "attnx_warnings_api_mask.safetensors";
+  const tensor<bool, 2, 3> mask{{true, false, true}, {false, false, true}};
+  safetensors::save(mask_path, {safetensors::make_entry("m", mask, true)});
+  const auto mask_back = safetensors::file(mask_path).load_transposed<tensor<bool, 2, 3>>("m");
+  std::filesystem::remove(mask_path);
+  const auto mha_path = std::filesystem::temp_directory_path() / "attnx_warnings_api_mha.safetensors";
+  safetensors::save_mha(mha_path, mha, safetensors::mha_names::hugging_face(), safetensors::weight_layout::out_in);
+  const safetensors::file mf(mha_path);
+  safetensors::check_heads(mf, mha_t::heads, mha_t::kv_heads);
+  const auto mha_back = safetensors::load_mha<mha_t>(mf, safetensors::mha_names::hugging_face(), safetensors::weight_layout::out_in);
+  std::filesystem::remove(mha_path);
+  expect(mask_back == mask && mha_back.w_k == mha.w_k && mf.metadata().at("attnx.heads") == "2", "safetensors: bool, save_mha");
 #endif
+  const auto npy_path = (std::filesystem::temp_directory_path() / "attnx_warnings_api.npy").string();
+  npy::save(npy_path, xb);
+  const auto npy_back = npy::load<tensor<double, batch<2>, seq<dyn>, d_model<8>>>(npy_path);
+  std::vector<float> npy_mem(80);
+  npy::load_into(npy_path, view<float, 2, 5, 8>(npy_mem));
+  const auto npy_info = npy::inspect(npy_path);
+  std::filesystem::remove(npy_path);
+  expect(npy_back.dims()[1] == 5 && npy_back(1, 4, 7) == static_cast<double>(xb(1, 4, 7)) && npy_mem[79] == xb(1, 4, 7) &&
+             npy_info.elements() == 80 && npy_info.descr == npy::descr_of<float>(),
+         "npy");
 }
 
 // Run-time extents (dyn): the same operations, the module, views, the loader, a rule that throws.

@@ -23,9 +23,10 @@
 #include "attnx/eval/direct.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/fused.hpp"
+#include "attnx/eval/pairwise.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/expr/cast.hpp"
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 
 namespace attnx {
 

@@ -21,7 +21,7 @@
 
 #include "attnx/math/builtin_math.hpp"
 #include "attnx/expr/elementwise.hpp"
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/expr/map.hpp"
 #include "attnx/expr/mask.hpp"

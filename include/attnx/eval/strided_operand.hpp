@@ -18,7 +18,7 @@
 #include <type_traits>
 
 #include "attnx/eval/evaluator.hpp"
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/kernels/strided.hpp"
 

@@ -3,9 +3,7 @@
 // A forward pass allocates the same temporaries every time it runs (projections, packed weights, the
 // attention's output before the output projection: megabytes each). Returned to the system and mapped
 // again on every call, each page of them costs a page fault, and with several threads the unmapping
-// costs TLB shootdowns across the cores: on the MHA forward pass (B 1, L 512, d_model 512), keeping
-// glibc from unmapping (MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ raised) took 12.8 -> 11.0 ms on
-// one thread and 7.8 -> 6.6 ms on two. So a block of at least
+// costs TLB shootdowns across the cores (a tenth of an MHA forward pass's time). So a block of at least
 // cache_min_bytes is kept, when freed, in a small cache of the freeing thread (at most cache_slots
 // blocks and cache_max_bytes in all, the oldest given back first), and an allocation of the same size
 // on that thread takes it back. Nothing is shared between threads (no lock); a block may be freed by
@@ -19,12 +17,8 @@
 // pages are asked for (set_huge_pages(true), or ATTNX_HUGE_PAGES=1 in the environment when the first
 // large block is allocated), its whole 2 MiB pages are advised MADV_HUGEPAGE, so that where transparent
 // huge pages are "always" or "madvise" (/sys/kernel/mm/transparent_hugepage/enabled) they are backed by
-// 2 MiB pages. Off by default: decoding streams the whole KV cache from memory for each token, and huge
-// pages raised the read bandwidth of one core on both hosts measured (AMD Zen 5, eleventh session;
-// Intel Xeon model 207, eighteenth session: 1 GiB buffers read at 11.7-15.2 GB/s on 4 KiB pages, the first
-// buffer of a process always the slowest, and at 14.2-15.6 on 2 MiB pages), but the decode
-// kernel's times did not follow consistently (Zen 5: from 12% faster to 42% slower by cell; Intel: medians
-// by group from 7% slower to 12% faster in alternated runs): docs/decoding-log.md. The advice covers only the
+// 2 MiB pages. Off by default: huge pages raise a core's read bandwidth, but the decode kernel's times did not
+// follow consistently, faster in some cells and slower in others (bench/NOTES.md). The advice covers only the
 // whole 2 MiB pages inside a block, so it never backs memory outside it; the cost is that touching one byte
 // of a 2 MiB page backs all of it, and a fault there may compact memory first.
 #pragma once

@@ -12,7 +12,7 @@
 
 #include <boost/hana/tuple.hpp>
 
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"

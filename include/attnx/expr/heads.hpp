@@ -13,7 +13,7 @@
 
 #include <boost/hana/tuple.hpp>
 
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
 

@@ -12,7 +12,7 @@
 
 #include <boost/hana/tuple.hpp>
 
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/shape/errors.hpp"
 
 namespace attnx {

@@ -19,7 +19,7 @@
 #include <boost/hana/tuple.hpp>
 
 #include "attnx/expr/elementwise.hpp"
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"

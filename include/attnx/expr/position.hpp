@@ -27,7 +27,7 @@
 
 #include <boost/hana/tuple.hpp>
 
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/shape/errors.hpp"

@@ -17,14 +17,17 @@
 //
 // Every failure throws a subclass of attnx::safetensors::error (a std::runtime_error) whose message
 // names the file and, where there is one, the tensor: file_error (missing or unreadable file),
-// format_error (truncated file, corrupt header, bad offsets), missing_tensor, dtype_error (a dtype the
-// target's elements do not hold exactly: float loads F32, BF16 and F16; double F64, F32, BF16 and F16;
-// std::int32_t I32; std::int64_t I64 and I32; the widening is exact, narrowing is refused), shape_error
-// (names the stored and the expected shape). Hugging Face checkpoints stored in BF16 or F16 load as they are.
+// format_error (truncated file, corrupt header, bad offsets, a BOOL byte other than 0 or 1), missing_tensor,
+// dtype_error (a dtype the target's elements do not load, with the reason: float loads F32, BF16 and F16; double F64,
+// F32, BF16 and F16; std::int32_t I32; std::int64_t I64 and I32; bool BOOL, and U8 holding only 0 and 1; the
+// widening is exact, narrowing is refused), shape_error (names the stored and the expected shape, or the head counts
+// of the file and of the module). Hugging Face checkpoints stored in BF16 or F16 load as they are, and so do PyTorch's
+// boolean masks.
 //
 // Writing: save(path, {make_entry("w_q", W), make_entry("q_proj.weight", W, /*transposed=*/true), ...}) stores each
-// tensor in its own dtype; make_entry(...).to("BF16") (or "F16", "F32") stores it narrower, each value rounded once
-// to nearest, and .to("I32") an I64 tensor, each value checked to fit (entry::to).
+// tensor in its own dtype (a bool tensor as BOOL); make_entry(...).to("BF16") (or "F16", "F32") stores it narrower,
+// each value rounded once to nearest, and .to("I32") an I64 tensor, each value checked to fit (entry::to).
+// save_mha(path, module, names, layout) stores a multi_head_attention with its head counts in "__metadata__".
 #pragma once
 
 #include <array>
@@ -82,22 +85,25 @@ class shape_error : public error {
 std::size_t dtype_size(std::string_view d) noexcept;
 
 // The dtype that an attnx element type is stored as.
-// (Integers: token ids and other indices.)
+// (Integers: token ids and other indices; bool: masks.) Every function that loads or saves checks its element type
+// here, once: any other type is this one error (and "I64" after it, so that nothing else fails).
 template <class T>
 constexpr std::string_view dtype_of() {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int32_t> ||
-                    std::is_same_v<T, std::int64_t>,
-                "attnx: safetensors: tensors of float (F32), double (F64), std::int32_t (I32) and std::int64_t (I64) can be "
-                "loaded and saved");
+                    std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>,
+                "attnx: safetensors: tensors of float (F32), double (F64), std::int32_t (I32), std::int64_t (I64) and "
+                "bool (BOOL) can be loaded and saved, not of this element type");
   if constexpr (std::is_same_v<T, float>) return "F32";
   else if constexpr (std::is_same_v<T, double>) return "F64";
   else if constexpr (std::is_same_v<T, std::int32_t>) return "I32";
+  else if constexpr (std::is_same_v<T, bool>) return "BOOL";
   else return "I64";
 }
 
 // The dtypes that load into elements of T: T's own dtype first, then those T holds exactly (widened on loading, as
 // PyTorch's load_state_dict would convert them): BF16 and F16 into float and double, F32 into double, I32 into
-// std::int64_t. Narrowing (F64 into float, I64 into std::int32_t) is refused: it would lose digits.
+// std::int64_t; U8 into bool when every element is 0 or 1 (older PyTorch saved masks as uint8). Narrowing (F64 into
+// float, I64 into std::int32_t) is refused: it could lose digits.
 template <class T>
 inline constexpr std::array<std::string_view, 1> loadable_dtypes{dtype_of<T>()};
 template <>
@@ -106,12 +112,15 @@ template <>
 inline constexpr std::array<std::string_view, 4> loadable_dtypes<double>{"F64", "F32", "BF16", "F16"};
 template <>
 inline constexpr std::array<std::string_view, 2> loadable_dtypes<std::int64_t>{"I64", "I32"};
+template <>
+inline constexpr std::array<std::string_view, 2> loadable_dtypes<bool>{"BOOL", "U8"};
 
 template <class T>
 constexpr const char* element_name() {
   if constexpr (std::is_same_v<T, float>) return "float";
   else if constexpr (std::is_same_v<T, double>) return "double";
   else if constexpr (std::is_same_v<T, std::int32_t>) return "std::int32_t";
+  else if constexpr (std::is_same_v<T, bool>) return "bool";
   else return "std::int64_t";
 }
 
@@ -133,18 +142,21 @@ std::string shape_text(const std::vector<std::size_t>& s);
 
 namespace detail {
 // The element types a tensor loads into and saves from, as the library's functions take them.
-enum class element : unsigned char { f32, f64, i32, i64 };
+enum class element : unsigned char { f32, f64, i32, i64, b8 };
 template <class T>
 constexpr element element_of() {
   (void)dtype_of<T>();  // (the rule on T)
   if constexpr (std::is_same_v<T, float>) return element::f32;
   else if constexpr (std::is_same_v<T, double>) return element::f64;
   else if constexpr (std::is_same_v<T, std::int32_t>) return element::i32;
+  else if constexpr (std::is_same_v<T, bool>) return element::b8;
   else return element::i64;
 }
 template <class T>
 void to_le_bytes(const T* src, unsigned char* dst, std::size_t n) {
-  if constexpr (std::endian::native == std::endian::little) {
+  if constexpr (std::is_same_v<T, bool>) {  // BOOL: one byte, 0 or 1, whatever the host's bool looks like
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] ? 1 : 0;
+  } else if constexpr (std::endian::native == std::endian::little) {
     std::memcpy(dst, src, n * sizeof(T));
   } else {
     for (std::size_t i = 0; i < n; ++i) {
@@ -175,9 +187,9 @@ class file {
   // The entry `name`; missing_tensor (naming the file and some of its tensors) if there is none.
   const tensor_info& info(std::string_view name) const;
 
-  // The tensor `name` as an attnx tensor of type Tensor (basic_tensor<float or double, S>): the stored
-  // dtype must be one its elements hold exactly (loadable_dtypes: F32, BF16, F16 into float; F64 too into double;
-  // widened on loading) and the stored shape S's extents; a dyn axis of S takes the stored
+  // The tensor `name` as an attnx tensor of type Tensor (basic_tensor<T, S>): the stored dtype must be one its
+  // elements hold exactly (loadable_dtypes: F32, BF16, F16 into float; F64 too into double; BOOL and U8 of 0 and 1
+  // into bool; widened on loading) and the stored shape S's extents; a dyn axis of S takes the stored
   // extent (tensor<float, dyn, 64> loads any (L, 64) matrix; the rank and the static extents must match).
   template <class Tensor>
   Tensor load(std::string_view name) const {
@@ -196,7 +208,7 @@ class file {
   void load_into(std::string_view name, const basic_view<T, S>& v) const {
     static_assert(!std::is_const_v<T>, "attnx: safetensors: load_into needs a writable view");
     const auto d = v.dims();
-    read_into(name, detail::element_of<T>(), v.data(), d.data(), S::rank, false, shape_string<S>());
+    read_into(name, detail::element_of<T>(), v.data(), d.data(), S::rank, false, shape_string<S>(d));
   }
 
  private:
@@ -252,7 +264,8 @@ struct entry {
   // exact; narrowing rounds each value once to nearest, ties to even (NaN stays NaN, +-inf stays +-inf, a value
   // beyond F16's or BF16's range becomes +-inf; F64 to BF16 or F16 through a round-to-odd float, so rounded once);
   // I64 to I32 throws dtype_error naming the first element (in stored order) that does not fit. Across kinds, or a
-  // dtype outside these: dtype_error; bytes that do not match the shape: format_error. Converted a chunk at a time.
+  // dtype outside these (a BOOL entry is stored as BOOL only): dtype_error; bytes that do not match the shape:
+  // format_error. Converted a chunk at a time.
   //   st::save("model_bf16.safetensors", {st::make_entry("w_q", W).to("BF16"), ...});
   entry to(std::string_view target) const;
 };
@@ -271,11 +284,9 @@ entry make_entry(std::string name, const E& t, bool transposed = false) {
     detail::to_le_bytes(t.data(), e.bytes.data(), size);
   } else if constexpr (S::rank == 2) {
     std::swap(e.shape[0], e.shape[1]);
-    std::vector<T> tmp(size);
-    const std::size_t R = dims[0], C = dims[1];
+    const std::size_t R = dims[0], C = dims[1];  // (element by element: no std::vector<T>, which bool would not fit)
     for (std::size_t i = 0; i < R; ++i)
-      for (std::size_t j = 0; j < C; ++j) tmp[j * R + i] = t.data()[i * C + j];
-    detail::to_le_bytes(tmp.data(), e.bytes.data(), size);
+      for (std::size_t j = 0; j < C; ++j) detail::to_le_bytes(t.data() + i * C + j, e.bytes.data() + (j * R + i) * sizeof(T), 1);
   } else {
     ATTNX_THROW(std::invalid_argument("attnx: safetensors: only a matrix can be stored transposed ('" + e.name + "' has shape " +
                                 shape_string<S>() + ")"));
@@ -310,15 +321,34 @@ enum class weight_layout {
   out_in   // stored as PyTorch's nn.Linear.weight: (d_out, d_in), y = x W^T
 };
 
-// The module's eight parameters from the file. The layout has no default: a square (d, d) weight fits both
-// layouts, and the wrong one gives wrong outputs without any error.
+// The head counts in "__metadata__". The weights' shapes hold only heads * d_k, kv_heads * d_k, ...: a module with
+// 8 heads of 2 reads a file made by one with 4 heads of 4 without any shape error and computes another attention
+// (docs/mha.md, "The head count"). So attnx's writers store the counts (decimal strings) and its loaders check them.
+inline constexpr std::string_view heads_key = "attnx.heads";
+inline constexpr std::string_view kv_heads_key = "attnx.kv_heads";
+
+// The metadata that says M's head counts ({"attnx.heads": "8", "attnx.kv_heads": "2"}), for files written by hand:
+//   st::save(path, {...}, st::mha_metadata<mha_t>());
+template <class M>
+std::map<std::string, std::string> mha_metadata() {
+  return {{std::string(heads_key), std::to_string(M::heads)}, {std::string(kv_heads_key), std::to_string(M::kv_heads)}};
+}
+
+// Checks the head counts the file states (when it states them: a file written by PyTorch does not) against a module's:
+// shape_error naming the file, both counts and the key if they differ; format_error if a stated count is not a positive
+// decimal number. load_mha and load_torch_multihead_attention call it before reading anything.
+void check_heads(const file& f, std::size_t heads, std::size_t kv_heads);
+
+// The module's eight parameters from the file (four without biases), after check_heads. The layout has no default: a
+// square (d, d) weight fits both layouts, and the wrong one gives wrong outputs without any error.
 template <class M>
 M load_mha(const file& f, const mha_names& names, weight_layout layout) {
   static_assert(M::storage == weights_storage::owned,
                 "attnx: safetensors: load_mha fills a module that owns its weights (weights_storage::owned)");
+  check_heads(f, M::heads, M::kv_heads);
   auto w = [&](auto type_tag, const std::string& name) {
-    using W = typename decltype(type_tag)::type;
-    return layout == weight_layout::out_in ? f.load_transposed<W>(name) : f.load<W>(name);
+    using weight = typename decltype(type_tag)::type;  // (not W: a program's global W would be shadowed)
+    return layout == weight_layout::out_in ? f.load_transposed<weight>(name) : f.load<weight>(name);
   };
   M m;
   m.w_q = w(std::type_identity<typename M::w_q_type>{}, names.w_q);
@@ -337,7 +367,9 @@ M load_mha(const file& f, const mha_names& names, weight_layout layout) {
 // torch.nn.MultiheadAttention's state dict: <prefix>in_proj_weight (3 d_model, d_model) holding W_q, W_k, W_v
 // stacked, each (out, in); <prefix>in_proj_bias (3 d_model); <prefix>out_proj.weight (d_model, d_model) (out, in);
 // <prefix>out_proj.bias. (Its kdim / vdim variant with separate q_proj_weight, ... is not read.) The module must
-// have heads * d_k = heads * d_v = d_model and no grouped-query heads, as nn.MultiheadAttention.
+// have heads * d_k = heads * d_v = d_model and no grouped-query heads, as nn.MultiheadAttention. Every head count
+// gives these shapes: check_heads reads the file's count if it states one (PyTorch's own files do not: then the count
+// compiled into M must be the module's num_heads).
 template <class M>
 M load_torch_multihead_attention(const file& f, const std::string& prefix = "") {
   static_assert(M::storage == weights_storage::owned,
@@ -347,6 +379,7 @@ M load_torch_multihead_attention(const file& f, const std::string& prefix = "") 
                 "attnx: safetensors: nn.MultiheadAttention has heads * d_k = heads * d_v = d_model and no grouped-query "
                 "heads");
   using T = typename M::value_type;
+  check_heads(f, M::heads, M::kv_heads);
   M m;
   if constexpr (M::heads * M::d_k == D && M::heads * M::d_v == D && M::kv_heads == M::heads) {  // (else reported above)
   const auto packed = f.load<tensor<T, 3 * D, D>>(prefix + "in_proj_weight");  // (out, in), q | k | v stacked
@@ -363,6 +396,29 @@ M load_torch_multihead_attention(const file& f, const std::string& prefix = "") 
   }
   }
   return m;
+}
+
+// Writes the module's parameters under these names in this layout (out_in: each weight transposed, as nn.Linear
+// stores it; biases as they are; a module without biases writes only the weights), with its head counts in
+// "__metadata__" (mha_metadata<M>(), over any of the same keys in `metadata`), so that load_mha with the same names
+// and layout reads it back and refuses a module with other head counts. Throws what save throws.
+template <class M>
+void save_mha(const std::string& path, const M& m, const mha_names& names, weight_layout layout,
+              std::map<std::string, std::string> metadata = {}) {
+  const bool t = layout == weight_layout::out_in;
+  std::vector<entry> e;
+  e.push_back(make_entry(names.w_q, m.w_q, t));
+  e.push_back(make_entry(names.w_k, m.w_k, t));
+  e.push_back(make_entry(names.w_v, m.w_v, t));
+  e.push_back(make_entry(names.w_o, m.w_o, t));
+  if constexpr (M::has_bias) {
+    e.push_back(make_entry(names.b_q, m.b_q));
+    e.push_back(make_entry(names.b_k, m.b_k));
+    e.push_back(make_entry(names.b_v, m.b_v));
+    e.push_back(make_entry(names.b_o, m.b_o));
+  }
+  for (auto& [k, v] : mha_metadata<M>()) metadata[k] = v;
+  save(path, e, metadata);
 }
 
 }  // namespace attnx::safetensors

@@ -46,7 +46,7 @@
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/kernels/flash_attention.hpp"
 #include "attnx/state.hpp"
-#include "attnx/tensor/half.hpp"
+#include "attnx/math/half.hpp"
 #include "attnx/tensor/storage.hpp"
 #include "attnx/tensor/tensor.hpp"
 #include "attnx/tensor/view.hpp"

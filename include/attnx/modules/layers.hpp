@@ -21,7 +21,7 @@
 
 #include "attnx/eval/assign.hpp"
 #include "attnx/expr/elementwise.hpp"
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/norm.hpp"
 #include "attnx/expr/position.hpp"

@@ -55,7 +55,7 @@
 #include "attnx/eval/direct.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/expr/evaluated.hpp"
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/expr/position.hpp"
 #include "attnx/modules/errors.hpp"

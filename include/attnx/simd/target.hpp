@@ -13,10 +13,9 @@
 
 #include "attnx/simd/isa.hpp"
 
-// GCC, optimised build: what follows is compiled at -O3 whatever the translation unit's level. At -O2 the
-// register-tiled kernels lost up to 20% (GEMM) and 11% (fused kernel, short sequences) against -O3
-// -march=native (docs/benchmarks.md compares the two builds in one run); with this a user who builds
-// with plain -O2 gets the same code. Clang's -O2 already does what these kernels need; unoptimised
+// GCC, optimised build: what follows is compiled at -O3 whatever the translation unit's level: at -O2 the
+// register-tiled kernels lose noticeably on small products and short sequences (docs/benchmarks.md compares the
+// two builds in one run); with this a user who builds with plain -O2 gets the same code. Clang's -O2 already does what these kernels need; unoptimised
 // builds stay unoptimised. It costs compile time: docs/design.md, "Compile time".
 #if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
 #define ATTNX_GCC_O3 _Pragma("GCC optimize(\"O3\")")
@@ -41,8 +40,7 @@
 #include <f16cintrin.h>
 #undef _IMMINTRIN_H_INCLUDED
 #elif defined(__clang__) && !defined(__IMMINTRIN_H) && !defined(ATTNX_FULL_IMMINTRIN)
-// Clang: the same parts, the same way (its guard is __IMMINTRIN_H). The whole header was 30% of the time
-// to compile an empty program that includes <attnx/attnx.hpp> (clang 14, -ftime-trace).
+// Clang: the same parts, the same way (its guard is __IMMINTRIN_H).
 #include <smmintrin.h>
 #define __IMMINTRIN_H
 #include <avxintrin.h>
@@ -84,8 +82,8 @@
 #define ATTNX_OPTIMIZE_END
 #endif
 
-// Loop unrolling hints for the register-tiled kernels; ATTNX_NOUNROLL keeps a loop rolled (see decode_tile.inc's
-// one_row: a load instruction run once per row of a stream is what the hardware prefetcher follows).
+// Loop unrolling hints for the register-tiled kernels; ATTNX_NOUNROLL keeps a loop rolled (see tiles/decode_one_row.hpp:
+// a load instruction run once per row of a stream is what the hardware prefetcher follows).
 #if defined(__clang__)
 #define ATTNX_UNROLL _Pragma("unroll")
 #define ATTNX_NOUNROLL _Pragma("nounroll")
@@ -97,7 +95,7 @@
 #define ATTNX_NOUNROLL
 #endif
 // A lambda of a kernel loop that must be inlined, written after its parameter list: clang 14 left few_rows'
-// helpers out of line at -O2, and with them the output registers in memory (decode_tile.inc).
+// helpers out of line at -O2, and with them the output registers in memory (tiles/decode_few_rows.hpp).
 #if defined(__GNUC__)  // (clang too)
 #define ATTNX_INLINE_LAMBDA __attribute__((always_inline))
 #else

@@ -45,7 +45,7 @@
 
 #include "attnx/math/builtin_math.hpp"
 #include "attnx/simd/isa.hpp"
-#include "attnx/tensor/half.hpp"
+#include "attnx/math/half.hpp"
 #include "attnx/simd/target.hpp"
 
 namespace attnx::simd {

@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "attnx/util/algorithm.hpp"
-#include "attnx/expr/expression.hpp"
-#include "attnx/expr/traversal.hpp"
+#include "attnx/core/expression.hpp"
+#include "attnx/core/traversal.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
 #include "attnx/tensor/storage.hpp"

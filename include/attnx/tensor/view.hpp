@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "attnx/util/algorithm.hpp"
-#include "attnx/expr/expression.hpp"
-#include "attnx/expr/traversal.hpp"
+#include "attnx/core/expression.hpp"
+#include "attnx/core/traversal.hpp"
 #include "attnx/tensor/tensor.hpp"
 
 namespace attnx {

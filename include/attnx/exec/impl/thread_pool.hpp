@@ -113,15 +113,15 @@ struct thread_pool::state {
     return p;
   }
   // Pools left behind by fork(): kept reachable (leak checkers stay quiet), never touched again.
-  static detail::atomic<state*>& abandoned() {
-    static detail::atomic<state*> p{nullptr};
+  static detail::atomic<thread_pool*>& abandoned() {
+    static detail::atomic<thread_pool*> p{nullptr};
     return p;
   }
   static void abandon_in_child() {
     thread_pool* p = current().exchange(nullptr, detail::memory_order_acq_rel);
     if (p) {
       p->s_->previous_ = abandoned().load(detail::memory_order_relaxed);
-      abandoned().store(p->s_, detail::memory_order_relaxed);
+      abandoned().store(p, detail::memory_order_relaxed);
     }
   }
 
@@ -156,10 +156,9 @@ struct thread_pool::state {
   }
   // Kernels run one parallel run after another (a GEMM, the attention, the next GEMM), and a run's slots
   // end close together: a thread that would sleep on a condition variable first watches, without the lock,
-  // for up to spin_rounds pauses (about 43 us on the Xeon of 2026-11-22) while busy() holds. Measured there
-  // (a run of two 100 us slots): a worker woken from sleep started its slot 40-95 us late in the median
-  // and 155 us at the 90th percentile, half the time after the caller's slot had ended; a spinning worker
-  // within 1 us. The caller's watch took the median time past its own slot from 1.6-27 us to 0.8 us.
+  // for up to spin_rounds pauses (some tens of microseconds) while busy() holds: a worker woken from sleep starts
+  // its slot tens of microseconds late, often after the caller's slot has ended, a spinning one within a
+  // microsecond; the caller's watch likewise shortens the time past its own slot.
   template <class Busy>
   static void spin_while(detail::unique_lock& lock, Busy&& busy) {
     if (!busy()) return;
@@ -218,7 +217,7 @@ struct thread_pool::state {
   unsigned unclaimed_ = 0;            // slots of open runs that no worker has taken yet
   detail::atomic<unsigned> pending_{0};  // unclaimed_, readable without the lock (the workers' spin)
   static constexpr int spin_rounds = 4000;  // pause instructions: some tens of microseconds
-  state* previous_ = nullptr;         // the chain of pools abandoned by fork()
+  thread_pool* previous_ = nullptr;   // the chain of pools abandoned by fork()
 };
 
 ATTNX_LIB_INLINE thread_pool& thread_pool::instance() {

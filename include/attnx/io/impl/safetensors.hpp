@@ -7,13 +7,14 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <system_error>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "attnx/io/safetensors.hpp"
-#include "attnx/tensor/half.hpp"
+#include "attnx/math/half.hpp"
 
 namespace attnx::safetensors {
 
@@ -77,6 +78,10 @@ void from_le_bytes(const unsigned char* src, T* dst, std::size_t n) {
 // F16: subnormals, infinities and NaN payloads kept; F32 into double; I32 into std::int64_t).
 template <class T>
 void decode(std::string_view dtype, const unsigned char* src, T* dst, std::size_t n) {
+  if constexpr (std::is_same_v<T, bool>) {  // BOOL or U8, every byte checked to be 0 or 1 (first_non_binary)
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] != 0;
+    return;
+  }
   if (dtype == dtype_of<T>()) {
     from_le_bytes(src, dst, n);
     return;
@@ -100,6 +105,39 @@ void decode(std::string_view dtype, const unsigned char* src, T* dst, std::size_
   } else {  // I32 into std::int64_t
     for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(static_cast<std::int32_t>(u32(i)));
   }
+}
+// The index of the first byte that is neither 0 nor 1 (n if there is none): a BOOL or U8 tensor loads into bool only
+// without one.
+ATTNX_LIB_INLINE std::size_t first_non_binary(const unsigned char* b, std::size_t n) noexcept {
+  std::size_t i = 0;
+  while (i < n && b[i] <= 1) ++i;
+  return i;
+}
+ATTNX_LIB_INLINE bool is_floating_dtype(std::string_view d) noexcept {
+  return d == "F64" || d == "F32" || d == "BF16" || d == "F16";
+}
+// Why dtype d (not in `loadable`) does not load into elements `want` (named `target`): the message's tail, after
+// "tensor 'x' in 'f'". Each reason is the rule that refuses it, and what to do instead.
+ATTNX_LIB_INLINE std::string refusal(std::string_view d, element want, const char* target,
+                                     std::span<const std::string_view> loadable) {
+  const std::string dt(d);
+  if (d == "BOOL") return " is a BOOL mask: load it into a bool tensor";
+  if (want == element::b8)
+    return " has dtype " + dt + ": a bool tensor loads BOOL, and U8 holding only 0 and 1 (a comparison makes a mask of "
+           "other values, e.g. x > 0.5f)";
+  if (d == "U8") return " has dtype U8, which attnx loads into bool tensors only (a mask, every element 0 or 1)";
+  const bool floating = is_floating_dtype(d);
+  if (!floating && d != "I64" && d != "I32")
+    return " has dtype " + dt + ", which attnx does not load (it loads F64, F32, BF16, F16, I64, I32, BOOL, and U8 into "
+           "bool)";
+  const bool float_target = want == element::f32 || want == element::f64;
+  if (floating == float_target)  // the same kind, narrower: F64 into float, I64 into std::int32_t
+    return " has dtype " + dt + ": " + target + " elements could lose digits (narrowing is refused; they load " +
+           joined(loadable) + "): load it into a " + (floating ? "double" : "std::int64_t") + " tensor";
+  const char* own = d == "F64" ? "double" : floating ? "float" : d == "I64" ? "std::int64_t" : "std::int32_t";
+  return " has dtype " + dt + ", " + (floating ? "a floating-point" : "an integer") + " dtype, and " + target +
+         " elements load " + joined(loadable) + " (nothing converts silently: load it into a " + own +
+         " tensor, then cast<" + target + ">)";
 }
 }  // namespace detail
 
@@ -264,13 +302,13 @@ ATTNX_LIB_INLINE void file::read_into(std::string_view name, detail::element wan
       case detail::element::f32: return loadable_dtypes<float>;
       case detail::element::f64: return loadable_dtypes<double>;
       case detail::element::i32: return loadable_dtypes<std::int32_t>;
+      case detail::element::b8: return loadable_dtypes<bool>;
       default: return loadable_dtypes<std::int64_t>;
     }
   }();
-  const char* const names[] = {"float", "double", "std::int32_t", "std::int64_t"};
+  const char* const names[] = {"float", "double", "std::int32_t", "std::int64_t", "bool"};
   if (std::ranges::find(loadable, t.dtype) == loadable.end())
-    ATTNX_THROW(dtype_error(where + " has dtype " + t.dtype + ", which the target's elements (" +
-                      names[static_cast<std::size_t>(want)] + ") do not hold exactly: they load " + detail::joined(loadable)));
+    ATTNX_THROW(dtype_error(where + detail::refusal(t.dtype, want, names[static_cast<std::size_t>(want)], loadable)));
   std::vector<std::size_t> expected(dims, dims + rank);
   if (transposed && rank == 2) std::swap(expected[0], expected[1]);
   if (t.shape != expected)
@@ -286,6 +324,15 @@ ATTNX_LIB_INLINE void file::read_into(std::string_view name, detail::element wan
     detail::read_bytes(in, reinterpret_cast<char*>(bytes.data()), bytes.size(), path_,
                        ("the data of tensor '" + std::string(name) + "'").c_str());
   }
+  if (want == detail::element::b8) {  // (checked before anything is written)
+    const std::size_t bad = detail::first_non_binary(bytes.data(), bytes.size());
+    if (bad < bytes.size() && t.dtype == "BOOL")
+      ATTNX_THROW(format_error(where + ": element " + std::to_string(bad) + " (in stored order) of the BOOL tensor is the byte " +
+                               std::to_string(bytes[bad]) + ", and a BOOL element is 0 or 1"));
+    if (bad < bytes.size())
+      ATTNX_THROW(dtype_error(where + " has dtype U8 and element " + std::to_string(bad) + " (in stored order) is " +
+                              std::to_string(bytes[bad]) + ": a U8 tensor loads into bool only when every element is 0 or 1"));
+  }
   std::size_t size = 1;
   for (std::size_t k = 0; k < rank; ++k) size *= dims[k];
   const auto put = [&](auto* out) {
@@ -294,8 +341,8 @@ ATTNX_LIB_INLINE void file::read_into(std::string_view name, detail::element wan
       detail::decode(t.dtype, bytes.data(), out, size);
       return;
     }
-    std::vector<T> tmp(size);
-    detail::decode(t.dtype, bytes.data(), tmp.data(), size);
+    const auto tmp = std::make_unique_for_overwrite<T[]>(size);  // (not std::vector<T>: T may be bool)
+    detail::decode(t.dtype, bytes.data(), tmp.get(), size);
     const std::size_t R = dims[0], C = dims[1];  // target R x C, stored C x R
     for (std::size_t i = 0; i < R; ++i)
       for (std::size_t j = 0; j < C; ++j) out[i * C + j] = tmp[j * R + i];
@@ -304,8 +351,40 @@ ATTNX_LIB_INLINE void file::read_into(std::string_view name, detail::element wan
     case detail::element::f32: return put(static_cast<float*>(dst));
     case detail::element::f64: return put(static_cast<double*>(dst));
     case detail::element::i32: return put(static_cast<std::int32_t*>(dst));
+    case detail::element::b8: return put(static_cast<bool*>(dst));
     default: return put(static_cast<std::int64_t*>(dst));
   }
+}
+
+namespace detail {
+// A head count stated in the metadata: a positive decimal number (digits only), or format_error.
+ATTNX_LIB_INLINE std::size_t stated_count(const file& f, std::string_view key, const std::string& text) {
+  std::size_t n = 0;
+  bool ok = !text.empty() && text.size() <= 9;  // (no head count has 10 digits: no overflow below)
+  for (char c : text) {
+    if (c < '0' || c > '9') ok = false;
+    else n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  if (!ok || n == 0)
+    ATTNX_THROW(format_error("attnx: safetensors: '" + f.path() + "': __metadata__ \"" + std::string(key) + "\" is \"" + text +
+                             "\", not a positive head count"));
+  return n;
+}
+}  // namespace detail
+
+ATTNX_LIB_INLINE void check_heads(const file& f, std::size_t heads, std::size_t kv_heads) {
+  const auto check = [&](std::string_view key, std::size_t have, const char* what) {
+    const auto it = f.metadata().find(key);
+    if (it == f.metadata().end()) return;
+    const std::size_t stated = detail::stated_count(f, key, it->second);
+    if (stated != have)
+      ATTNX_THROW(shape_error("attnx: safetensors: '" + f.path() + "' holds a module with " + std::to_string(stated) + " " +
+                              what + (stated == 1 ? "" : "s") + " (__metadata__ \"" + std::string(key) + "\"), but the module has " +
+                              std::to_string(have) + ": the head count is not in the weights' shapes (they hold heads x "
+                              "d_k), and another count computes another attention"));
+  };
+  check(heads_key, heads, "head");
+  check(kv_heads_key, kv_heads, "key/value head");
 }
 
 namespace detail {
@@ -362,7 +441,7 @@ ATTNX_LIB_INLINE entry entry::to(std::string_view target) const {
   if (!fl && !(in(dtype, ints) && in(target, ints)))
     ATTNX_THROW(dtype_error("attnx: safetensors: entry '" + name + "' (" + dtype + ") cannot be stored as " + std::string(target) +
                       ": floating-point entries are stored as " + detail::joined(floats) + ", integer ones as " +
-                      detail::joined(ints)));
+                      detail::joined(ints) + ", BOOL ones as BOOL only"));
   const std::size_t sin = dtype_size(dtype), sout = dtype_size(target);
   std::size_t need = 0;
   const bool counted = detail::shape_bytes(shape, sin, need);

@@ -21,7 +21,7 @@
 #include "attnx/simd/isa.hpp"
 #include "attnx/simd/target.hpp"
 #include "attnx/simd/vec.hpp"
-#include "attnx/tensor/half.hpp"
+#include "attnx/math/half.hpp"
 #include "attnx/tensor/storage.hpp"
 
 ATTNX_OPTIMIZE_BEGIN

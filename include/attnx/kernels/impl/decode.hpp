@@ -1,5 +1,5 @@
 // attnx kernels: the decode driver. Few query rows against many keys: split-K chunks of fixed size per (batch
-// item, KV head), one instruction set's decode kernel (tiles/decode_tile.hpp) over runs of them, then the merge.
+// item, KV head), one instruction set's decode kernel (tiles/decode_kernel.hpp) over runs of them, then the merge.
 #pragma once
 
 #include "attnx/kernels/impl/score_plan.hpp"
@@ -44,94 +44,102 @@ extern template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float,
 // A work item is a run of consecutive chunks of one (b, g), as long as the number of threads allows (at
 // least two items per thread when there are enough chunks): the kernel goes through it in one pass and
 // leaves a state at every chunk boundary, so that the memory streams of K and V do not restart every
-// decode_chunk keys (AMD Zen 5, d 128, H 8, L_k 16384, one thread, from memory, against one item per chunk:
-// one bf16 row 80-82% -> 88-89% of the read bandwidth, one f16 row 80-81% -> 87%; docs/decoding-log.md). The
-// states, and so the results, are the same for any number of threads. Compiled once per T (the kernel comes
+// decode_chunk keys (restarting them costs a tenth of the read bandwidth). The states, and so the results, are
+// the same for any number of threads. Compiled once per T (the kernel comes
 // as decode_kernel_ref). p: validated, not empty.
+// The call's bookkeeping, in one block (a short decoding call spends a visible part of its time allocating): per
+// batch item and row the limit of each limit step (limits) and the end of the keys read (ends); the work items, at
+// most max(1, ceil(L_k / decode_chunk)) chunks per (b, g); first: the chunks (states) of (b, g) are [first[bg],
+// first[bg + 1]); kends: the end of the keys read per batch item.
 template <class T>
-void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned threads, const decode_kernel_ref<T>& kernel) {
-  constexpr T inf = std::numeric_limits<T>::infinity();
-  const score_plan<T> plan = make_plan(p);
-  const bool skip = plan.skip_final == -inf && plan.poison < 0 && plan.any_skippable;
-  const std::size_t group = p.heads / p.kv_heads, rows = group * p.lq, nl = plan.n_limits;
+struct decode_book {
   struct item {
     std::uint32_t b, g;
     std::size_t k0, k1, state;  // keys [k0, k1): chunks state, state + 1, ...
   };
-  // The call's bookkeeping, in one block: per batch item and row the limit of each limit step (limits) and the
-  // end of the keys read (ends); the work items, at most max(1, ceil(L_k / decode_chunk)) chunks per (b, g);
-  // first: the chunks (states) of (b, g) are [first[bg], first[bg + 1]); kends: the end of the keys read per batch
-  // item. (Five allocations before, and two more below: H 8, one row, L_k 16, one thread, a call took 2.23-2.32 us and
-  // takes 1.95-2.00 with the two blocks; docs/decoding-log.md, twenty-ninth session.)
-  const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
-  scratch_layout book_layout;
-  const std::size_t limits_at = book_layout.add<std::size_t>(p.batch * alg::max<std::size_t>(nl, 1) * rows),
-                    ends_at = book_layout.add<std::size_t>(p.batch * rows),
-                    items_at = book_layout.add<item>(p.batch * p.kv_heads * most_chunks),
-                    first_at = book_layout.add<std::size_t>(p.batch * p.kv_heads + 1),
-                    kends_at = book_layout.add<std::size_t>(p.batch);
-  const scratch_block book(book_layout.bytes);
-  std::size_t* const limits = book.at<std::size_t>(limits_at);
-  std::size_t* const ends = book.at<std::size_t>(ends_at);
-  item* const items = book.at<item>(items_at);
-  std::size_t* const first = book.at<std::size_t>(first_at);
-  std::size_t* const kends = book.at<std::size_t>(kends_at);
-  std::size_t ni = 0, nc = 0;
-  double work = 0;
-  for (std::size_t b = 0; b < p.batch; ++b) {
-    std::size_t kend = 0;
-    for (std::size_t r = 0; r < rows; ++r) {
-      std::size_t e = p.lk;
-      for (std::size_t li = 0; li < nl; ++li) {
-        const std::size_t lim = step_limit(plan.steps[plan.limits[li]], p, b, r % p.lq);
-        limits[(b * nl + li) * rows + r] = lim;
-        if (skip && plan.skippable[li]) e = alg::min(e, lim);
-      }
-      ends[b * rows + r] = e;
-      kend = alg::max(kend, e);
-      work += double(e);
-    }
-    kends[b] = kend;
-    const std::size_t chunks = alg::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
-    for (std::size_t g = 0; g < p.kv_heads; ++g) {
-      first[b * p.kv_heads + g] = nc;
-      nc += chunks;
-    }
+  std::size_t rows, nl, ni = 0, nc = 0;  // rows per (b, g), limit steps, items, chunks
+  double work = 0;                       // keys read, over every (b, row)
+
+ private:
+  std::size_t at_[5]{};  // the arrays' offsets in block (before it: layout() sets them while block is built)
+
+ public:
+  scratch_block block;
+  std::size_t* limits;
+  std::size_t* ends;
+  item* items;
+  std::size_t* first;
+  std::size_t* kends;
+
+  decode_book(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t rows_)
+      : rows(rows_), nl(plan.n_limits), block(layout(p)) {
+    limits = block.at<std::size_t>(at_[0]);
+    ends = block.at<std::size_t>(at_[1]);
+    items = block.at<item>(at_[2]);
+    first = block.at<std::size_t>(at_[3]);
+    kends = block.at<std::size_t>(at_[4]);
+    fill(p, plan);
   }
-  first[p.batch * p.kv_heads] = nc;
-  const double flops = 2.0 * work * double(p.kv_heads) * double(p.dk + p.dv);
-  const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
-  const auto want = static_cast<unsigned>(alg::min<std::size_t>({alg::max(1u, threads), nc, by_work}));
-  // Chunks per item: as many as leave two items per thread (one thread: a whole (b, g) per item).
-  const std::size_t span = want > 1 ? alg::max<std::size_t>(1, nc / (2 * std::size_t{want})) : nc;
-  for (std::size_t b = 0; b < p.batch; ++b)
-    for (std::size_t g = 0; g < p.kv_heads; ++g) {
-      const std::size_t c0 = first[b * p.kv_heads + g], c1 = first[b * p.kv_heads + g + 1];
-      for (std::size_t c = c0; c < c1; c += span)
-        items[ni++] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), (c - c0) * decode_chunk,
-                       alg::min(kends[b], (alg::min(c + span, c1) - c0) * decode_chunk), c};
-    }
-  const auto slots = static_cast<unsigned>(alg::min<std::size_t>(want, ni));
 
-  const std::size_t per_state = rows * (p.dv + 2);
-  const std::size_t scratch = scratch_layout::lines(kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T));
-  // The chunks' states and each slot's scratch, in one block.
-  scratch_layout work_layout;
-  const std::size_t states_at = work_layout.add<T>(nc * per_state), buf_at = work_layout.add<std::byte>(scratch * slots);
-  const scratch_block work_block(work_layout.bytes);
-  T* const st = work_block.at<T>(states_at);
-  exec::parallel_for(ni, slots, [&](std::size_t n, unsigned slot) {
-    const item& it = items[n];
-    kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, decode_chunk, work_block.at<T>(buf_at + scratch * slot),
-               limits + it.b * nl * rows, ends + it.b * rows, st + it.state * per_state);
-  });
-
-  // Merge the chunks of each (b, g), row by row, into the output (and the log-sum-exp).
-  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
-  for (std::size_t b = 0; b < p.batch; ++b)
-    for (std::size_t g = 0; g < p.kv_heads; ++g) {
-      const std::size_t i0 = first[b * p.kv_heads + g], n = first[b * p.kv_heads + g + 1] - i0;
+ private:
+  std::size_t layout(const attention_problem<T>& p) {
+    const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
+    scratch_layout l;
+    at_[0] = l.add<std::size_t>(p.batch * alg::max<std::size_t>(nl, 1) * rows);
+    at_[1] = l.add<std::size_t>(p.batch * rows);
+    at_[2] = l.add<item>(p.batch * p.kv_heads * most_chunks);
+    at_[3] = l.add<std::size_t>(p.batch * p.kv_heads + 1);
+    at_[4] = l.add<std::size_t>(p.batch);
+    return l.bytes;
+  }
+  // The limits and ends of every row, and the chunks of every (b, g).
+  void fill(const attention_problem<T>& p, const score_plan<T>& plan) {
+    const bool skip = plan.skip_final == -std::numeric_limits<T>::infinity() && plan.poison < 0 && plan.any_skippable;
+    for (std::size_t b = 0; b < p.batch; ++b) {
+      std::size_t kend = 0;
       for (std::size_t r = 0; r < rows; ++r) {
+        std::size_t e = p.lk;
+        for (std::size_t li = 0; li < nl; ++li) {
+          const std::size_t lim = step_limit(plan.steps[plan.limits[li]], p, b, r % p.lq);
+          limits[(b * nl + li) * rows + r] = lim;
+          if (skip && plan.skippable[li]) e = alg::min(e, lim);
+        }
+        ends[b * rows + r] = e;
+        kend = alg::max(kend, e);
+        work += double(e);
+      }
+      kends[b] = kend;
+      const std::size_t chunks = alg::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
+      for (std::size_t g = 0; g < p.kv_heads; ++g) {
+        first[b * p.kv_heads + g] = nc;
+        nc += chunks;
+      }
+    }
+    first[p.batch * p.kv_heads] = nc;
+  }
+
+ public:
+  // The work items, span chunks each (the last of a (b, g) may have fewer).
+  void cut(const attention_problem<T>& p, std::size_t span) {
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t g = 0; g < p.kv_heads; ++g) {
+        const std::size_t c0 = first[b * p.kv_heads + g], c1 = first[b * p.kv_heads + g + 1];
+        for (std::size_t c = c0; c < c1; c += span)
+          items[ni++] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), (c - c0) * decode_chunk,
+                         alg::min(kends[b], (alg::min(c + span, c1) - c0) * decode_chunk), c};
+      }
+  }
+};
+
+// The chunks' states of each (b, g) merged, row by row, into the output (and the log-sum-exp).
+template <class T>
+void merge_chunks(const attention_problem<T>& p, const decode_book<T>& book, const T* st) {
+  const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+  const std::size_t group = p.heads / p.kv_heads, per_state = book.rows * (p.dv + 2);
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for (std::size_t g = 0; g < p.kv_heads; ++g) {
+      const std::size_t i0 = book.first[b * p.kv_heads + g], n = book.first[b * p.kv_heads + g + 1] - i0;
+      for (std::size_t r = 0; r < book.rows; ++r) {
         const std::size_t h = g * group + r / p.lq, i = r % p.lq;
         T* o = p.o.matrix(b, h) + sz(i) * p.o.row;
         const merged_row<T> m = merge_partials(n, st + i0 * per_state + r * (p.dv + 2), sz(per_state), p.dv, o);
@@ -139,6 +147,32 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
         if (p.lse.data) p.lse.matrix(b, h)[sz(i) * p.lse.row] = lse;
       }
     }
+}
+
+template <class T>
+void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned threads, const decode_kernel_ref<T>& kernel) {
+  const score_plan<T> plan = make_plan(p);
+  const std::size_t rows = (p.heads / p.kv_heads) * p.lq, nl = plan.n_limits;
+  decode_book<T> book(p, plan, rows);
+  const double flops = 2.0 * book.work * double(p.kv_heads) * double(p.dk + p.dv);
+  const auto by_work = static_cast<std::size_t>(alg::max(1.0, flops / flash_min_flops_per_thread));
+  const auto want = static_cast<unsigned>(alg::min<std::size_t>({alg::max(1u, threads), book.nc, by_work}));
+  // Chunks per item: as many as leave two items per thread (one thread: a whole (b, g) per item).
+  book.cut(p, want > 1 ? alg::max<std::size_t>(1, book.nc / (2 * std::size_t{want})) : book.nc);
+  const auto slots = static_cast<unsigned>(alg::min<std::size_t>(want, book.ni));
+  // The chunks' states and each slot's scratch, in one block.
+  const std::size_t per_state = rows * (p.dv + 2);
+  const std::size_t scratch = scratch_layout::lines(kernel.scratch_elems(rows, p.dk, p.dv) * sizeof(T));
+  scratch_layout work_layout;
+  const std::size_t states_at = work_layout.add<T>(book.nc * per_state), buf_at = work_layout.add<std::byte>(scratch * slots);
+  const scratch_block work_block(work_layout.bytes);
+  T* const st = work_block.at<T>(states_at);
+  exec::parallel_for(book.ni, slots, [&](std::size_t n, unsigned slot) {
+    const typename decode_book<T>::item& it = book.items[n];
+    kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, decode_chunk, work_block.at<T>(buf_at + scratch * slot),
+               book.limits + it.b * nl * rows, book.ends + it.b * rows, st + it.state * per_state);
+  });
+  merge_chunks(p, book, st);
 }
 
 #if ATTNX_HEADER_ONLY

@@ -414,137 +414,140 @@ struct kernel {
     table[vectors - 1](p, plan, b, h, i0, 1, buf, limits);
   }
 
+  // Query block q's part of the scratch at rest (moved past it), its Q^T, limits, skip point and softmax state;
+  // returns the keys it reads (to kskip where the skip is hard, else all).
+  static std::size_t start_block(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t h,
+                                 std::size_t i0, query_block& q, T*& rest, std::size_t* limits) {
+    const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+    q.i0 = i0;
+    q.rows = alg::min(MQ, p.lq - q.i0);
+    q.qt = rest;
+    q.ot = q.qt + p.dk * MQ;
+    q.m = q.ot + p.dv * MQ;
+    q.ml = q.m + MQ;
+    q.rr = q.ml + MQ;
+    q.l = q.rr + MQ;
+    rest = q.l + MQ;
+    q.limit = limits;
+    q.poison = q.limit + max_score_steps * MQ;
+    q.skipped = false;
+    const T* qp = p.q.matrix(b, h) + sz(q.i0) * p.q.row;
+    // Column by column: the first column's loads touch every row at once (the misses overlap), the next ones hit
+    // L1; the stores are contiguous.
+    for (std::size_t d = 0; d < p.dk; ++d) {
+      T* dst = q.qt + d * MQ;
+      for (std::size_t r = 0; r < q.rows; ++r) dst[r] = qp[sz(r) * p.q.row + sz(d)];
+      for (std::size_t r = q.rows; r < MQ; ++r) dst[r] = T(0);
+    }
+    // Limits per step and row (padding rows repeat the last row's), and the skip point.
+    q.kskip = 0;
+    for (std::size_t li = 0; li < plan.n_limits; ++li) {
+      std::size_t* lim = q.limit + li * MQ;
+      for (std::size_t r = 0; r < MQ; ++r)
+        lim[r] = r < q.rows ? step_limit(plan.steps[plan.limits[li]], p, b, q.i0 + r) : lim[q.rows - 1];
+    }
+    for (std::size_t r = 0; r < q.rows; ++r) {
+      std::size_t sk = p.lk;
+      for (std::size_t li = 0; li < plan.n_limits; ++li)
+        if (plan.skippable[li]) sk = alg::min(sk, q.limit[li * MQ + r]);
+      q.kskip = alg::max(q.kskip, sk);
+      q.poison[r] = 0;
+    }
+    alg::fill_n(q.m, MQ, -std::numeric_limits<T>::infinity());
+    alg::fill_n(q.ml, MQ, -std::numeric_limits<T>::infinity());
+    alg::fill_n(q.rr, MQ, T(0));
+    alg::fill_n(q.l, MQ, T(0));
+    alg::fill_n(q.ot, p.dv * MQ, T(0));
+    return plan.skip_final == -std::numeric_limits<T>::infinity() ? q.kskip : p.lk;
+  }
+  // The key block at j0 (its K rows at kb, V rows at vb) into query block q.
+  static void key_block(const attention_problem<T>& p, const score_plan<T>& plan, const shared& s, query_block& q,
+                        std::size_t b, std::size_t h, std::size_t j0, const T* kb, const T* vb) {
+    const bool hard = plan.skip_final == -std::numeric_limits<T>::infinity();
+    if (hard) {
+      if (j0 >= q.kskip) return;
+    } else if (plan.any_skippable && j0 >= q.kskip) {
+      if (q.skipped) return;
+      if (rest_weighs_nothing(plan, q)) {
+        q.skipped = true;
+        return;
+      }
+    }
+    const std::size_t nb = alg::min(BC, (hard ? q.kskip : p.lk) - j0);
+    if (plan.fast)
+      scores<false>(q, kb, p, plan.folded, nb, s);
+    else
+      scores<true>(q, kb, p, plan.folded, nb, s);
+    if (plan.n > plan.first) apply_steps(p, plan, s, q, b, h, j0, nb);
+    if (plan.fast)
+      softmax_block<true>(s, q, nb, plan.folded);
+    else
+      softmax_block<false>(s, q, nb, T(1));
+    std::size_t col = 0;
+    for (; col + NC <= p.dv; col += NC) pv<NC>(s.st, nb, vb + col, p.v.row, s.alpha, q.ot + col * MQ);
+    if (col < p.dv)
+      pv_tail(p.dv - col, std::make_index_sequence<NC - 1>{}, s.st, nb, vb + col, p.v.row, s.alpha, q.ot + col * MQ);
+  }
+  // Poison: in the keys skipped outright, an additive step that follows the blocking steps meets -inf + bias; a +inf
+  // or NaN bias makes that score, and so the row, NaN.
+  static void find_poison(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t h,
+                          const query_block& q) {
+    const score_step<T>& add = plan.steps[static_cast<std::size_t>(plan.poison)];
+    for (std::size_t r = 0; r < q.rows; ++r)
+      for (std::size_t j = q.kskip; j < p.lk; ++j) {
+        const T x = add.bias.at(b, h, q.i0 + r, j);
+        if (x != x || x == std::numeric_limits<T>::infinity()) {
+          q.poison[r] = 1;
+          break;
+        }
+      }
+  }
+  // The deferred division, in vectors (a row that saw no visible key, l == 0, is 0), then the transposed tile out to
+  // the output rows, and the log-sum-exps.
+  static void finish_block(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t h,
+                           const query_block& q) {
+    const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+    for (std::size_t col = 0; col < p.dv; ++col)
+      for (std::size_t i = 0; i < NI; ++i) {
+        T* x = q.ot + col * MQ + i * W;
+        V::store(x, V::div_or_zero(V::load(x), V::load(q.l + i * W)));
+      }
+    if (p.lse.data) {
+      T* lse = p.lse.matrix(b, h) + sz(q.i0) * p.lse.row;
+      for (std::size_t r = 0; r < q.rows; ++r)
+        lse[sz(r) * p.lse.row] = q.poison[r] ? std::numeric_limits<T>::quiet_NaN()
+                                             : row_lse(q.m[r], q.ml[r], q.rr[r], q.l[r], plan.fast ? plan.folded : T(1));
+    }
+    T* o = p.o.matrix(b, h) + sz(q.i0) * p.o.row;
+    for (std::size_t r = 0; r < q.rows; ++r) {
+      T* orow = o + sz(r) * p.o.row;
+      if (q.poison[r]) {
+        alg::fill_n(orow, p.dv, std::numeric_limits<T>::quiet_NaN());
+        continue;
+      }
+      for (std::size_t col = 0; col < p.dv; ++col) orow[col] = q.ot[col * MQ + r];
+    }
+  }
+  // blocks query blocks from row i0 of (b, h), swept together over the key blocks.
   static void run(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t h,
                   std::size_t i0, std::size_t blocks, T* buf, std::size_t* limits) {
-    const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
     const std::size_t kvh = h / (p.heads / p.kv_heads);
     const T* k = p.k.matrix(b, kvh);
     const T* v = p.v.matrix(b, kvh);
-    const bool hard = plan.skip_final == -std::numeric_limits<T>::infinity();
-
     const shared s{buf, buf + BC * MQ, buf + BC * MQ + MQ};
     T* rest = buf + MQ * (BC + 2);
     query_block qb[G];
     std::size_t kend = 0;
+    for (std::size_t g = 0; g < blocks; ++g)
+      kend = alg::max(kend, start_block(p, plan, b, h, i0 + g * MQ, qb[g], rest, limits + g * MQ * (max_score_steps + 1)));
+    for (std::size_t j0 = 0; j0 < kend; j0 += BC)
+      for (std::size_t g = 0; g < blocks; ++g)
+        key_block(p, plan, s, qb[g], b, h, j0, k + static_cast<std::ptrdiff_t>(j0) * p.k.row,
+                  v + static_cast<std::ptrdiff_t>(j0) * p.v.row);
+    const bool hard = plan.skip_final == -std::numeric_limits<T>::infinity();
     for (std::size_t g = 0; g < blocks; ++g) {
-      query_block& q = qb[g];
-      q.i0 = i0 + g * MQ;
-      q.rows = alg::min(MQ, p.lq - q.i0);
-      q.qt = rest;
-      q.ot = q.qt + p.dk * MQ;
-      q.m = q.ot + p.dv * MQ;
-      q.ml = q.m + MQ;
-      q.rr = q.ml + MQ;
-      q.l = q.rr + MQ;
-      rest = q.l + MQ;
-      q.limit = limits + g * MQ * (max_score_steps + 1);
-      q.poison = q.limit + max_score_steps * MQ;
-      q.skipped = false;
-
-      const T* qp = p.q.matrix(b, h) + sz(q.i0) * p.q.row;
-      // Column by column: the first column's loads touch every row at once (the misses overlap),
-      // the next ones hit L1; the stores are contiguous.
-      for (std::size_t d = 0; d < p.dk; ++d) {
-        T* dst = q.qt + d * MQ;
-        for (std::size_t r = 0; r < q.rows; ++r) dst[r] = qp[sz(r) * p.q.row + sz(d)];
-        for (std::size_t r = q.rows; r < MQ; ++r) dst[r] = T(0);
-      }
-      // Limits per step and row (padding rows repeat the last row's), and the skip point.
-      q.kskip = 0;
-      for (std::size_t li = 0; li < plan.n_limits; ++li) {
-        std::size_t* lim = q.limit + li * MQ;
-        for (std::size_t r = 0; r < MQ; ++r) {
-          lim[r] = r < q.rows ? step_limit(plan.steps[plan.limits[li]], p, b, q.i0 + r) : lim[q.rows - 1];
-        }
-      }
-      for (std::size_t r = 0; r < q.rows; ++r) {
-        std::size_t sk = p.lk;
-        for (std::size_t li = 0; li < plan.n_limits; ++li)
-          if (plan.skippable[li]) sk = alg::min(sk, q.limit[li * MQ + r]);
-        q.kskip = alg::max(q.kskip, sk);
-        q.poison[r] = 0;
-      }
-      kend = alg::max(kend, hard ? q.kskip : p.lk);
-      alg::fill_n(q.m, MQ, -std::numeric_limits<T>::infinity());
-      alg::fill_n(q.ml, MQ, -std::numeric_limits<T>::infinity());
-      alg::fill_n(q.rr, MQ, T(0));
-      alg::fill_n(q.l, MQ, T(0));
-      alg::fill_n(q.ot, p.dv * MQ, T(0));
-    }
-
-    for (std::size_t j0 = 0; j0 < kend; j0 += BC) {
-      const T* kb = k + sz(j0) * p.k.row;
-      const T* vb = v + sz(j0) * p.v.row;
-      for (std::size_t g = 0; g < blocks; ++g) {
-        query_block& q = qb[g];
-        if (hard) {
-          if (j0 >= q.kskip) continue;
-        } else if (plan.any_skippable && j0 >= q.kskip) {
-          if (q.skipped) continue;
-          if (rest_weighs_nothing(plan, q)) {
-            q.skipped = true;
-            continue;
-          }
-        }
-        const std::size_t nb = alg::min(BC, (hard ? q.kskip : p.lk) - j0);
-        if (plan.fast)
-          scores<false>(q, kb, p, plan.folded, nb, s);
-        else
-          scores<true>(q, kb, p, plan.folded, nb, s);
-        if (plan.n > plan.first) apply_steps(p, plan, s, q, b, h, j0, nb);
-        if (plan.fast)
-          softmax_block<true>(s, q, nb, plan.folded);
-        else
-          softmax_block<false>(s, q, nb, T(1));
-        std::size_t col = 0;
-        for (; col + NC <= p.dv; col += NC) pv<NC>(s.st, nb, vb + col, p.v.row, s.alpha, q.ot + col * MQ);
-        if (col < p.dv)
-          pv_tail(p.dv - col, std::make_index_sequence<NC - 1>{}, s.st, nb, vb + col, p.v.row, s.alpha,
-                  q.ot + col * MQ);
-      }
-    }
-
-    // Poison: in the keys skipped outright, an additive step that follows the blocking steps meets
-    // -inf + bias; a +inf or NaN bias makes that score, and so the row, NaN.
-    if (plan.poison >= 0 && hard) {
-      const score_step<T>& add = plan.steps[static_cast<std::size_t>(plan.poison)];
-      for (std::size_t g = 0; g < blocks; ++g) {
-        const query_block& q = qb[g];
-        for (std::size_t r = 0; r < q.rows; ++r)
-          for (std::size_t j = q.kskip; j < p.lk; ++j) {
-            const T x = add.bias.at(b, h, q.i0 + r, j);
-            if (x != x || x == std::numeric_limits<T>::infinity()) {
-              q.poison[r] = 1;
-              break;
-            }
-          }
-      }
-    }
-
-    // Deferred division, in vectors (a row that saw no visible key, l == 0, is 0), then the
-    // transposed tile out to the output rows.
-    for (std::size_t g = 0; g < blocks; ++g) {
-      const query_block& q = qb[g];
-      for (std::size_t col = 0; col < p.dv; ++col)
-        for (std::size_t i = 0; i < NI; ++i) {
-          T* x = q.ot + col * MQ + i * W;
-          V::store(x, V::div_or_zero(V::load(x), V::load(q.l + i * W)));
-        }
-      if (p.lse.data) {
-        T* lse = p.lse.matrix(b, h) + sz(q.i0) * p.lse.row;
-        for (std::size_t r = 0; r < q.rows; ++r)
-          lse[sz(r) * p.lse.row] = q.poison[r] ? std::numeric_limits<T>::quiet_NaN()
-                                               : row_lse(q.m[r], q.ml[r], q.rr[r], q.l[r], plan.fast ? plan.folded : T(1));
-      }
-      T* o = p.o.matrix(b, h) + sz(q.i0) * p.o.row;
-      for (std::size_t r = 0; r < q.rows; ++r) {
-        T* orow = o + sz(r) * p.o.row;
-        if (q.poison[r]) {
-          alg::fill_n(orow, p.dv, std::numeric_limits<T>::quiet_NaN());
-          continue;
-        }
-        for (std::size_t col = 0; col < p.dv; ++col) orow[col] = q.ot[col * MQ + r];
-      }
+      if (plan.poison >= 0 && hard) find_poison(p, plan, b, h, qb[g]);
+      finish_block(p, plan, b, h, qb[g]);
     }
   }
 };

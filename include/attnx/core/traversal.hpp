@@ -13,7 +13,7 @@
 #include <boost/hana/fold_left.hpp>
 #include <boost/hana/tuple.hpp>
 
-#include "attnx/expr/expression.hpp"
+#include "attnx/core/expression.hpp"
 
 namespace attnx {
 
