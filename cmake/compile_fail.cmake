@@ -1,7 +1,7 @@
 # Compile-fail check, run as
 #   cmake -DCOMPILER=<c++> -DSOURCE=<file.cpp> -DINCLUDE_DIR=<attnx include>
 #         [-DSYSTEM_INCLUDE_DIRS=<dir>|<dir>...] [-DMODE=fail|control]
-#         [-DEXTRA_FLAGS=<flag>|<flag>...] -P compile_fail.cmake
+#         [-DEXTRA_FLAGS=<flag>|<flag>...] [-DPCH=<precompiled attnx.hpp>] -P compile_fail.cmake
 #
 # MODE=fail (default): compiling SOURCE with -fsyntax-only must FAIL, print
 #   exactly ONE error (one line of the form "file:line:col: error: ..."; notes
@@ -75,6 +75,25 @@ if(DEFINED EXTRA_FLAGS AND NOT EXTRA_FLAGS STREQUAL "")
 endif()
 if(MODE STREQUAL "control")
   list(APPEND cmd -DATTNX_CONTROL)
+endif()
+# PCH: attnx/attnx.hpp precompiled with these flags (tests/CMakeLists.txt: <dir>/attnx_pch.hpp.gch for g++, a
+# .pch for clang). Used when it exists, no extra flags are given and no header is newer; otherwise the headers
+# are parsed as usual (g++ would take a stale .gch without a word).
+if(DEFINED PCH AND EXISTS "${PCH}" AND (NOT DEFINED EXTRA_FLAGS OR EXTRA_FLAGS STREQUAL ""))
+  file(GLOB_RECURSE headers "${INCLUDE_DIR}/attnx/*.hpp" "${INCLUDE_DIR}/attnx/*.inc")
+  set(pch_fresh ON)
+  foreach(h IN LISTS headers)
+    if("${h}" IS_NEWER_THAN "${PCH}")
+      set(pch_fresh OFF)
+      break()
+    endif()
+  endforeach()
+  if(pch_fresh AND PCH MATCHES "\\.gch$")
+    string(REGEX REPLACE "\\.gch$" "" pch_header "${PCH}")
+    list(APPEND cmd -include "${pch_header}")
+  elseif(pch_fresh)
+    list(APPEND cmd -include-pch "${PCH}")
+  endif()
 endif()
 list(APPEND cmd "${SOURCE}")
 

@@ -1,5 +1,6 @@
 // The attnx library: the float kernels (prefill, decode over fp32 K and V, GEMM), every instruction-set path.
-// The decode kernels over bf16 / f16 K and V are in kernels_float_kv16.cpp, compiled in parallel with this one.
+// The decode kernels over bf16 / f16 K and V are in kernels_float_bf16.cpp and kernels_float_f16.cpp, compiled in
+// parallel with this one.
 #define ATTNX_KERNELS_KV16_ELSEWHERE 1
 #include "attnx/kernels/impl/dispatch.hpp"
 #include "attnx/kernels/impl/gemm.hpp"

@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <boost/hana/tuple.hpp>
+
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
 #include "attnx/util/pack.hpp"
@@ -82,6 +84,39 @@ constexpr dims_t<shape_of_t<E>::rank> dims_of(const E& e) {
     return e.dims();
   }
 }
+
+// The base of the nodes with one operand A (softmax, transpose, cast, the head reshapes, ...): A held by
+// value, operand(), operands() for the traversals (core/traversal.hpp), element type T (A's unless given),
+// and A's shape and dims(). A node of another shape declares its own shape_type and dims() (from
+// operand()'s), which hide these.
+template <class A, class T = value_t<A>>
+class unary_node : public expression_tag {
+ public:
+  using value_type = T;
+  using shape_type = shape_of_t<A>;
+  constexpr explicit unary_node(A a) : a_(std::move(a)) {}
+  constexpr const A& operand() const noexcept { return a_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
+  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
+
+ private:
+  A a_;
+};
+
+// The base of the nodes with two operands (element-wise operations, products, concatenation): A and B held by
+// value, lhs(), rhs() and operands(); the node declares its value_type, shape_type and dims().
+template <class A, class B>
+class binary_node : public expression_tag {
+ public:
+  constexpr binary_node(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
+  constexpr const A& lhs() const noexcept { return a_; }
+  constexpr const B& rhs() const noexcept { return b_; }
+  constexpr auto operands() const { return boost::hana::make_tuple(&a_, &b_); }
+
+ private:
+  A a_;
+  B b_;
+};
 
 // Terminals: expressions whose elements sit in memory, row-major and contiguous, reachable
 // through data(). Everything else is computed by an evaluator.

@@ -169,21 +169,8 @@ struct array_rows {
     for (std::size_t j = 0; j < n; ++j) d[j] = src[j * stride];
     for (std::size_t j = n; j < units(n); ++j) d[j] = T(0);
   }
-  // s = q . kt: s[j] = 0, then s[j] += q[c] * kt[c][j] for c = 0, 1, ... (four c per statement)
-  static constexpr void scores(T* s, const T* q, const T* kt, std::size_t uk, std::size_t dk) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (std::size_t j = 0; j < uk; j += W) {
-        T* sj = s + j;
-        const T* kj = kt + j;
-        ((sj[I] = T(0)), ...);
-        std::size_t c = 0;
-        for (; c + 4 <= dk; c += 4)
-          (((sj[I] += q[c] * kj[c * uk + I]), ...), ((sj[I] += q[c + 1] * kj[(c + 1) * uk + I]), ...),
-           ((sj[I] += q[c + 2] * kj[(c + 2) * uk + I]), ...), ((sj[I] += q[c + 3] * kj[(c + 3) * uk + I]), ...));
-        for (; c < dk; ++c) ((sj[I] += q[c] * kj[c * uk + I]), ...);
-      }
-    }(lanes{});
-  }
+  // s = q . kt (kt: rows of uk, dk of them): weighted's loops with the roles renamed, c for k.
+  static constexpr void scores(T* s, const T* q, const T* kt, std::size_t uk, std::size_t dk) { weighted(s, q, kt, dk, uk); }
   static constexpr void mul(T* s, T x, std::size_t n) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       for (std::size_t j = 0; j < units(n); j += W) ((s[j + I] = s[j + I] * x), ...);

@@ -17,17 +17,9 @@
 namespace attnx {
 
 template <class T, class A>
-class cast_expr : public expression_tag {
+class cast_expr : public unary_node<A, T> {
  public:
-  using value_type = T;
-  using shape_type = shape_of_t<A>;
-  constexpr explicit cast_expr(A a) : a_(std::move(a)) {}
-  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
+  using unary_node<A, T>::unary_node;
 };
 
 // cast<double>(x): x's elements as double. Casting to the type an expression already has returns it as it is.

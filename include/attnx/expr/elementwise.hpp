@@ -73,17 +73,9 @@ struct minimum { template <class A> constexpr A operator()(A a, A b) const { ret
 }  // namespace ops
 
 template <class Op, class A>
-class unary_expr : public expression_tag {
+class unary_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
-  using shape_type = shape_of_t<A>;
-  constexpr explicit unary_expr(A a) : a_(std::move(a)) {}
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
+  using unary_node<A>::unary_node;
 };
 
 // Op's result type on operands of type T: bool for a comparison, else T.
@@ -93,20 +85,13 @@ using op_result_t = std::conditional_t<std::is_same_v<decltype(Op{}(T{}, T{})), 
 // Op(a, b) element-wise, with broadcasting: the arithmetic operators, maximum / minimum, comparisons (a bool
 // result, expr/select.hpp).
 template <class Op, class A, class B>
-class binary_expr : public expression_tag {
+class binary_expr : public binary_node<A, B> {
  public:
   using operand_type = std::common_type_t<value_t<A>, value_t<B>>;
   using value_type = op_result_t<Op, operand_type>;
   using shape_type = broadcast_shape_t<shape_of_t<A>, shape_of_t<B>>;
-  constexpr binary_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
+  using binary_node<A, B>::binary_node;
   constexpr dims_t<shape_type::rank> dims() const;
-  constexpr const A& lhs() const noexcept { return a_; }
-  constexpr const B& rhs() const noexcept { return b_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_, &b_); }
-
- private:
-  A a_;
-  B b_;
 };
 
 namespace rules {
@@ -208,7 +193,7 @@ constexpr dims_t<broadcast_shape_t<SA, SB>::rank> broadcast_dims(const dims_t<SA
 }
 template <class Op, class A, class B>
 constexpr dims_t<binary_expr<Op, A, B>::shape_type::rank> binary_expr<Op, A, B>::dims() const {
-  return broadcast_dims<shape_of_t<A>, shape_of_t<B>>(dims_of(a_), dims_of(b_));
+  return broadcast_dims<shape_of_t<A>, shape_of_t<B>>(dims_of(this->lhs()), dims_of(this->rhs()));
 }
 template <class Op, class A>
 constexpr auto make_unary(A&& a) {

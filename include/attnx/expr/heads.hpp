@@ -29,20 +29,19 @@ constexpr std::size_t extent_over(std::size_t a, std::size_t b) { return a == dy
 }  // namespace detail
 
 template <std::size_t H, class A>
-class split_heads_expr : public expression_tag {
+class split_heads_expr : public unary_node<A> {
   using S = shape_of_t<A>;
 
  public:
   static constexpr std::size_t heads = H;
   static constexpr std::size_t head_dim = detail::extent_over(S::cols, H);
-  using value_type = value_t<A>;
   // (batch..., L, D) -> (batch..., H, L, D / H)
   using shape_type = shape_cat_t<take_front_t<S, detail::from_back<S, 2>>,
                                  shape<axis<names::heads, H>, typename S::template axis_t<detail::from_back<S, 2>>,
                                        axis<anon, head_dim>>>;
-  constexpr explicit split_heads_expr(A a) : a_(std::move(a)) {}
+  using unary_node<A>::unary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    const auto d = dims_of(a_);
+    const auto d = dims_of(this->operand());
     dims_t<shape_type::rank> out{};
     for (std::size_t k = 0; k + 2 < S::rank; ++k) out[k] = d[k];
     out[S::rank - 2] = H;
@@ -50,62 +49,45 @@ class split_heads_expr : public expression_tag {
     out[S::rank] = d[S::rank - 1] / H;
     return out;
   }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
 };
 
 template <class A>
-class merge_heads_expr : public expression_tag {
+class merge_heads_expr : public unary_node<A> {
   using S = shape_of_t<A>;
 
  public:
   static constexpr std::size_t heads = S::template extent<detail::from_back<S, 3>>;
-  using value_type = value_t<A>;
   // (batch..., H, L, d) -> (batch..., L, H * d)
   using shape_type = shape_cat_t<take_front_t<S, detail::from_back<S, 3>>,
                                  shape<typename S::template axis_t<detail::from_back<S, 2>>,
                                        axis<anon, detail::extent_times(heads, S::cols)>>>;
-  constexpr explicit merge_heads_expr(A a) : a_(std::move(a)) {}
+  using unary_node<A>::unary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    const auto d = dims_of(a_);
+    const auto d = dims_of(this->operand());
     dims_t<shape_type::rank> out{};
     for (std::size_t k = 0; k + 3 < S::rank; ++k) out[k] = d[k];
     out[S::rank - 3] = d[S::rank - 2];
     out[S::rank - 2] = d[S::rank - 3] * d[S::rank - 1];
     return out;
   }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
 };
 
 template <std::size_t G, class A>
-class repeat_heads_expr : public expression_tag {
+class repeat_heads_expr : public unary_node<A> {
   using S = shape_of_t<A>;
 
  public:
   static constexpr std::size_t group = G;
-  using value_type = value_t<A>;
   using shape_type =
       shape_cat_t<take_front_t<S, detail::from_back<S, 3>>,
                   shape<axis<names::heads, detail::extent_times(S::template extent<detail::from_back<S, 3>>, G)>,
                         typename S::template axis_t<detail::from_back<S, 2>>, typename S::template axis_t<detail::from_back<S, 1>>>>;
-  constexpr explicit repeat_heads_expr(A a) : a_(std::move(a)) {}
+  using unary_node<A>::unary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    auto d = dims_of(a_);
+    auto d = dims_of(this->operand());
     d[S::rank - 3] *= G;
     return d;
   }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
 };
 
 template <std::size_t H, expression A>

@@ -18,19 +18,13 @@
 namespace attnx {
 
 template <class F, class A>
-class map_expr : public expression_tag {
+class map_expr : public unary_node<A, std::remove_cvref_t<std::invoke_result_t<const F&, value_t<A>>>> {
  public:
-  using value_type = std::remove_cvref_t<std::invoke_result_t<const F&, value_t<A>>>;
-  using shape_type = shape_of_t<A>;
-  constexpr map_expr(F f, A a) : f_(std::move(f)), a_(std::move(a)) {}
-  constexpr const A& operand() const noexcept { return a_; }
+  constexpr map_expr(F f, A a) : map_expr::unary_node(std::move(a)), f_(std::move(f)) {}
   constexpr const F& function() const noexcept { return f_; }
-  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
  private:
   [[no_unique_address]] F f_;
-  A a_;
 };
 
 namespace rules {

@@ -20,46 +20,33 @@
 namespace attnx {
 
 template <class A, class B>
-class matmul_expr : public expression_tag {
+class matmul_expr : public binary_node<A, B> {
  public:
   using value_type = std::common_type_t<value_t<A>, value_t<B>>;
   using shape_type = matmul_shape_t<shape_of_t<A>, shape_of_t<B>>;
   // The contracted extent (d_k for Q K^T; dyn when it is known at run time only).
   static constexpr std::size_t inner = shape_of_t<A>::cols;
-  constexpr matmul_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
+  using binary_node<A, B>::binary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    const auto a = dims_of(a_);
+    const auto a = dims_of(this->lhs());
     dims_t<shape_type::rank> out{};
     for (std::size_t k = 0; k + 1 < shape_type::rank; ++k) out[k] = a[k];
-    out[shape_type::rank - 1] = dims_cols(dims_of(b_));
+    out[shape_type::rank - 1] = dims_cols(dims_of(this->rhs()));
     return out;
   }
-  constexpr const A& lhs() const noexcept { return a_; }
-  constexpr const B& rhs() const noexcept { return b_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_, &b_); }
-
- private:
-  A a_;
-  B b_;
 };
 
 // Swaps the last two axes.
 template <class A>
-class transpose_expr : public expression_tag {
+class transpose_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
   using shape_type = transpose_t<shape_of_t<A>>;
-  constexpr explicit transpose_expr(A a) : a_(std::move(a)) {}
-  constexpr const A& operand() const noexcept { return a_; }
+  using unary_node<A>::unary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    auto d = dims_of(a_);
+    auto d = dims_of(this->operand());
     std::swap(d[shape_type::rank - 1], d[shape_type::rank - 2]);
     return d;
   }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
 };
 
 namespace rules {

@@ -50,17 +50,9 @@ class norm_expr : public expression_tag {
 };
 
 template <class A>
-class log_softmax_expr : public expression_tag {
+class log_softmax_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
-  using shape_type = shape_of_t<A>;
-  constexpr explicit log_softmax_expr(A a) : a_(std::move(a)) {}
-  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
+  using unary_node<A>::unary_node;
 };
 
 namespace rules {

@@ -75,21 +75,15 @@ constexpr void rope_rotate(T* x, std::size_t d, const T* c, const T* s, rope_sty
 }  // namespace detail
 
 template <class A>
-class rotary_expr : public expression_tag {
+class rotary_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
-  using shape_type = shape_of_t<A>;
   constexpr rotary_expr(A a, rope_style style, std::size_t offset, double base)
-      : a_(std::move(a)), style_(style), offset_(offset), base_(base) {}
-  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
-  constexpr const A& operand() const noexcept { return a_; }
+      : unary_node<A>(std::move(a)), style_(style), offset_(offset), base_(base) {}
   constexpr rope_style style() const noexcept { return style_; }
   constexpr std::size_t offset() const noexcept { return offset_; }
   constexpr double base() const noexcept { return base_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
  private:
-  A a_;
   rope_style style_;
   std::size_t offset_;
   double base_;

@@ -34,38 +34,24 @@ struct row_sum {
 
 // Keeps the rank: the last axis becomes extent 1, so `x - row_max(x)` broadcasts.
 template <class Op, class A>
-class reduce_expr : public expression_tag {
+class reduce_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
   using shape_type = reduce_last_t<shape_of_t<A>>;
-  constexpr explicit reduce_expr(A a) : a_(std::move(a)) {}
+  using unary_node<A>::unary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    auto d = dims_of(a_);
+    auto d = dims_of(this->operand());
     d[shape_type::rank - 1] = 1;
     return d;
   }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
 };
 
 // Row-wise softmax over the last axis, in the stable form (the row max is subtracted first).
 // Semantics, also those of the fused kernel (docs/design.md): a row of only -inf (fully masked)
 // gives all zeros; a row with NaN gives all NaN; +inf entries share the row's weight equally.
 template <class A>
-class softmax_expr : public expression_tag {
+class softmax_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
-  using shape_type = shape_of_t<A>;
-  constexpr explicit softmax_expr(A a) : a_(std::move(a)) {}
-  constexpr dims_t<shape_type::rank> dims() const { return dims_of(a_); }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
+  using unary_node<A>::unary_node;
 };
 
 namespace rules {

@@ -59,22 +59,18 @@ constexpr axis_rows make_axis_rows(const dims_t<R>& d, std::size_t axis) {
 
 // ---- slice ----------------------------------------------------------------------------------------------
 template <std::size_t Axis, std::size_t Count, class A>
-class slice_expr : public expression_tag {
+class slice_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
   using shape_type = with_extent_t<shape_of_t<A>, Axis, Count>;
-  constexpr slice_expr(A a, std::size_t begin, std::size_t count) : a_(std::move(a)), begin_(begin), count_(count) {}
+  constexpr slice_expr(A a, std::size_t begin, std::size_t count) : unary_node<A>(std::move(a)), begin_(begin), count_(count) {}
   constexpr dims_t<shape_type::rank> dims() const {
-    auto d = dims_of(a_);
+    auto d = dims_of(this->operand());
     d[Axis] = count_;
     return d;
   }
-  constexpr const A& operand() const noexcept { return a_; }
   constexpr std::size_t begin() const noexcept { return begin_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
  private:
-  A a_;
   std::size_t begin_, count_;
 };
 
@@ -142,25 +138,18 @@ constexpr auto slice(A&&) {
 
 // ---- concat ---------------------------------------------------------------------------------------------
 template <std::size_t Axis, class A, class B>
-class concat_expr : public expression_tag {
+class concat_expr : public binary_node<A, B> {
   static constexpr std::size_t ea = shape_of_t<A>::extents[Axis], eb = shape_of_t<B>::extents[Axis];
 
  public:
   using value_type = value_t<A>;
   using shape_type = with_extent_t<shape_of_t<A>, Axis, (ea == dyn || eb == dyn ? dyn : ea + eb)>;
-  constexpr concat_expr(A a, B b) : a_(std::move(a)), b_(std::move(b)) {}
+  using binary_node<A, B>::binary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    auto d = dims_of(a_);
-    d[Axis] += dims_of(b_)[Axis];
+    auto d = dims_of(this->lhs());
+    d[Axis] += dims_of(this->rhs())[Axis];
     return d;
   }
-  constexpr const A& lhs() const noexcept { return a_; }
-  constexpr const B& rhs() const noexcept { return b_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_, &b_); }
-
- private:
-  A a_;
-  B b_;
 };
 
 namespace rules {
@@ -219,18 +208,14 @@ constexpr auto concat(A&&, B&&) {
 
 // ---- index_select ----------------------------------------------------------------------------------------
 template <class A, class I>
-class index_select_expr : public expression_tag {
+class index_select_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
   using shape_type = shape<axis<anon, dyn>, typename shape_of_t<A>::template axis_t<1>>;
-  constexpr index_select_expr(A a, const I* ids, std::size_t n) : a_(std::move(a)), ids_(ids), n_(n) {}
-  constexpr dims_t<2> dims() const { return {n_, dims_of(a_)[1]}; }
-  constexpr const A& operand() const noexcept { return a_; }
+  constexpr index_select_expr(A a, const I* ids, std::size_t n) : unary_node<A>(std::move(a)), ids_(ids), n_(n) {}
+  constexpr dims_t<2> dims() const { return {n_, dims_of(this->operand())[1]}; }
   constexpr const I* ids() const noexcept { return ids_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
 
  private:
-  A a_;
   const I* ids_;
   std::size_t n_;
 };

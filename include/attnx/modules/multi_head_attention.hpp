@@ -71,42 +71,30 @@ namespace attnx {
 // what they mean for a batch of one, and the fused kernel sees rank-4 scores (which GQA needs).
 // Neither node moves data: rows are the same rows, so their evaluators forward.
 template <class A>
-class unit_batch_expr : public expression_tag {
+class unit_batch_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
   using shape_type = shape_cat_t<shape<axis<anon, 1>>, shape_of_t<A>>;
-  constexpr explicit unit_batch_expr(A a) : a_(std::move(a)) {}
+  using unary_node<A>::unary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    const auto d = dims_of(a_);
+    const auto d = dims_of(this->operand());
     dims_t<shape_type::rank> out{};
     out[0] = 1;
     for (std::size_t k = 0; k < d.size(); ++k) out[k + 1] = d[k];
     return out;
   }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
 };
 
 template <class A>
-class drop_unit_batch_expr : public expression_tag {
+class drop_unit_batch_expr : public unary_node<A> {
  public:
-  using value_type = value_t<A>;
   using shape_type = drop_front_t<shape_of_t<A>, 1>;
-  constexpr explicit drop_unit_batch_expr(A a) : a_(std::move(a)) {}
+  using unary_node<A>::unary_node;
   constexpr dims_t<shape_type::rank> dims() const {
-    const auto d = dims_of(a_);
+    const auto d = dims_of(this->operand());
     dims_t<shape_type::rank> out{};
     for (std::size_t k = 0; k < out.size(); ++k) out[k] = d[k + 1];
     return out;
   }
-  constexpr const A& operand() const noexcept { return a_; }
-  constexpr auto operands() const { return boost::hana::make_tuple(&a_); }
-
- private:
-  A a_;
 };
 
 // (dims...) -> (1, dims...)
@@ -130,19 +118,21 @@ constexpr auto drop_unit_batch(A&& a) {
   }
 }
 
+// Adding or dropping a unit axis in front changes no row: the operand's evaluator, row for row.
 template <class A>
-struct evaluator<unit_batch_expr<A>> {
-  constexpr explicit evaluator(const unit_batch_expr<A>& e) : a(e.operand()) {}
+struct same_rows_evaluator {
+  constexpr explicit same_rows_evaluator(const A& e) : a(e) {}
   constexpr void begin_row(std::size_t r) { a.begin_row(r); }
   constexpr auto at(std::size_t j) const { return a.at(j); }
   evaluator<A> a;
 };
 template <class A>
-struct evaluator<drop_unit_batch_expr<A>> {
-  constexpr explicit evaluator(const drop_unit_batch_expr<A>& e) : a(e.operand()) {}
-  constexpr void begin_row(std::size_t r) { a.begin_row(r); }
-  constexpr auto at(std::size_t j) const { return a.at(j); }
-  evaluator<A> a;
+struct evaluator<unit_batch_expr<A>> : same_rows_evaluator<A> {
+  constexpr explicit evaluator(const unit_batch_expr<A>& e) : same_rows_evaluator<A>(e.operand()) {}
+};
+template <class A>
+struct evaluator<drop_unit_batch_expr<A>> : same_rows_evaluator<A> {
+  constexpr explicit evaluator(const drop_unit_batch_expr<A>& e) : same_rows_evaluator<A>(e.operand()) {}
 };
 
 // The unit axis moves no data: a tensor with one in front is still the tensor's memory.

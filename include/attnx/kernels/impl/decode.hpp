@@ -28,8 +28,8 @@ decode_kernel_ref<T> decode_ref() {
   return {&Kernel::scratch_elems, &Kernel::run};
 }
 #ifdef ATTNX_KERNELS_KV16_ELSEWHERE
-// The compiled library's float kernels: the decode kernels over bf16 / f16 K and V are instantiated in a translation
-// unit of their own (src/kernels_float_kv16.cpp), so that the two compile in parallel.
+// The compiled library's float kernels: the decode kernels over bf16 and over f16 K and V are instantiated in
+// translation units of their own (src/kernels_float_bf16.cpp, src/kernels_float_f16.cpp), compiled in parallel.
 extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, bf16>, float>();
 extern template decode_kernel_ref<float> decode_ref<scalar::decode_kernel<float, f16>, float>();
 #if ATTNX_SIMD_X86
