@@ -1,4 +1,4 @@
-// Seed 002 (REFERENCE.md section 4): why scores are scaled by 1/sqrt(d).
+// Seed 002 (docs/maths.md section 4): why scores are scaled by 1/sqrt(d).
 //
 // The dot product of two random d-dimensional vectors with standard-normal entries has variance d.
 // Unscaled, the 64 scores of a query's row spread over a range that grows like sqrt(d), and softmax

@@ -1,6 +1,6 @@
 // Seed 004: a bias-free multi-head self-attention (PyTorch's MultiHeadedSelfAttention of the seed:
 // four nn.Linear(d_model, d_model, bias=False), d_head = d_model / num_heads), written with attnx,
-// printing the shape of every step as REFERENCE.md section 5 lists them:
+// printing the shape of every step as docs/maths.md section 5 lists them:
 //
 //   x (B, L, d_model) -> q, k, v (B, h, L, d_k) -> attention per (batch, head) -> (B, L, h*d_v) -> W_O -> (B, L, d_model)
 //

@@ -1,4 +1,4 @@
-// The worked example of seed 001 (REFERENCE.md section 2): three 4-dimensional tokens A, B, C,
+// The worked example of seed 001 (docs/maths.md section 2): three 4-dimensional tokens A, B, C,
 // projected to 2-dimensional queries, keys and values. Shared by the demo, the tests and the
 // compile-fail test that rejects the article's arithmetic slip.
 #pragma once

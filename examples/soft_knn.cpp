@@ -6,7 +6,7 @@
 //   rbf     -|q - k|^2 / (2 tau^2)             Euclidean neighbourhood
 // and the temperature tau sets how sharp the vote is (smaller: closer to argmax).
 //
-// Prints the weights and outputs of REFERENCE.md section 3, temperature sweeps, and the causal mask
+// Prints the weights and outputs of docs/maths.md section 3, temperature sweeps, and the causal mask
 // on Q = K = V = the keys; exits non-zero if a number differs from the reference.
 #include <attnx/attnx.hpp>
 

@@ -1,6 +1,6 @@
 // The worked example of seed 001, step by step: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
 // for three 4-dimensional tokens. Every matrix printed here was also computed at compile time and
-// checked by static_assert against REFERENCE.md (section 2) — see the asserts below.
+// checked by static_assert against docs/maths.md (section 2) — see the asserts below.
 #include <cstdio>
 #include <iostream>
 
@@ -96,7 +96,7 @@ int main() {
 
   const bool same = q == Q && k == K && v == V && qkt == QKt && o == output;
   std::cout << "Proven at compile time (static_assert, see this file): Q, K, V, Q K^T (410, not 400),\n"
-               "the scaled scores, the softmax weights and the output, against REFERENCE.md section 2.\n"
+               "the scaled scores, the softmax weights and the output, against docs/maths.md section 2.\n"
                "Run-time results equal the compile-time ones: "
             << (same ? "yes" : "NO") << "\n";
   return same ? 0 : 1;

@@ -9,7 +9,7 @@ exact in binary and the C++ test reads exactly the same numbers.
     python3 scripts/mha_reference.py            prints the C++ block that the test contains
     python3 scripts/mha_reference.py --check F  exits 1 unless file F contains that block verbatim
 
-Formulas (REFERENCE.md sections 1 and 5):
+Formulas (docs/maths.md sections 1 and 5):
     Q = x W_Q + b_Q, K = x W_K + b_K, V = x W_V + b_V          (per batch item, L x 8)
     head h: columns [4h, 4h + 4) of Q, K, V
     S = Q_h K_h^T / sqrt(4), S_ij = -inf for j > i (causal), A = softmax_rows(S), O_h = A V_h

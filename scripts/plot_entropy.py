@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot the softmax-entropy table written by examples/entropy.cpp (seed 002, REFERENCE.md section 4).
+"""Plot the softmax-entropy table written by examples/entropy.cpp (seed 002, docs/maths.md section 4).
 
     build/<dir>/examples/entropy entropy.csv
     scripts/plot_entropy.py entropy.csv docs/entropy.png

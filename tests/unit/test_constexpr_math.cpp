@@ -137,7 +137,7 @@ constexpr double scale_dk2 = 1.0 / am::sqrt(2.0);  // 1/sqrt(d_k) of the worked 
 static_assert(scale_dk2 == 0.7071067811865475);
 
 // ---------------------------------------------------------------------------------------------
-// REFERENCE.md section 2: stable softmax of the scaled scores, evaluated at compile time.
+// docs/maths.md section 2: stable softmax of the scaled scores, evaluated at compile time.
 // ---------------------------------------------------------------------------------------------
 using row3 = std::array<double, 3>;
 constexpr std::array<row3, 3> scaled_scores{{

@@ -421,8 +421,8 @@ BOOST_AUTO_TEST_CASE(infinite_scores) {
   }
 }
 
-// Seed 001 (REFERENCE.md section 2): scaled scores up to 504.87 in double; exp(504.87) alone
-// would overflow. Output [[17.999999999999986, 19.999999999999986], [18, 20], [18, 20]].
+// Seed 001 (docs/maths.md section 2): scaled scores up to 504.87 in double; exp(504.87) alone
+// overflows float. Output [[17.999999999999986, 19.999999999999986], [18, 20], [18, 20]].
 BOOST_AUTO_TEST_CASE(huge_logits_seed_001) {
   const double Q[] = {1, 5, 9, 13, 17, 21}, K[] = {5, 1, 13, 9, 21, 17}, V[] = {2, 4, 10, 12, 18, 20};
   const double want[] = {17.999999999999986, 19.999999999999986, 18, 20, 18, 20};

@@ -1,4 +1,4 @@
-// Seed 002's soft k-NN (REFERENCE.md section 3), dot-product similarity, and its causal example.
+// Seed 002's soft k-NN (docs/maths.md section 3), dot-product similarity, and its causal example.
 #define BOOST_TEST_MODULE seed002
 #include <boost/test/unit_test.hpp>
 

@@ -121,7 +121,7 @@ mat ref_additive(const mat& q, const mat& k, const mat& w1, const mat& w2, const
   return s;
 }
 
-// ---- seed 002's soft k-NN data (REFERENCE.md section 3) ---------------------------------------------
+// ---- seed 002's soft k-NN data (docs/maths.md section 3) ---------------------------------------------
 constexpr tensor<double, 6, 2> keys{{1.0, 0.2}, {0.9, 0.1}, {0.2, 1.0}, {-0.2, 0.9}, {0.0, -1.0}, {-1.0, -0.6}};
 constexpr tensor<double, 2, 2> W_v{{0.7, 0.1}, {0.2, 0.9}};
 constexpr tensor<double, 1, 2> query{{0.8, 0.15}};
@@ -373,7 +373,7 @@ BOOST_AUTO_TEST_CASE(temperature_sharpens) {
   BOOST_TEST(last_rbf > 0.99);
 }
 
-// ---- seed 002: the soft k-NN numbers of REFERENCE.md section 3 -------------------------------------
+// ---- seed 002: the soft k-NN numbers of docs/maths.md section 3 -------------------------------------
 
 BOOST_AUTO_TEST_CASE(soft_knn_reference_numbers) {
   const tensor<double, 6, 2> V = keys * W_v;

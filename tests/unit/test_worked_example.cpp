@@ -1,4 +1,4 @@
-// Seed 001's worked example (REFERENCE.md section 2): proven at compile time by static_assert and
+// Seed 001's worked example (docs/maths.md section 2): proven at compile time by static_assert and
 // checked again at run time, from inputs the compiler cannot see through.
 #define BOOST_TEST_MODULE worked_example
 #include <boost/test/unit_test.hpp>
@@ -64,7 +64,7 @@ BOOST_AUTO_TEST_CASE(worked_example_at_run_time) {
   BOOST_TEST(max_rel(fused, output_ref) <= 1e-15);
   // Run time and compile time agree to the last bit on the exact steps (-ffp-contract=off).
   BOOST_TEST(fused == seed001::output);
-  // REFERENCE.md says exp(504.87) overflows double; it does not (double overflows past 709.78),
+  // exp(504.87) does not overflow double (it overflows past 709.78),
   // but it does overflow float (past 88.72): the unstable form gives inf / inf = NaN in float.
   BOOST_TEST(!std::isinf(std::exp(seed001::scores(2, 2))));
   BOOST_TEST(std::isinf(std::exp(static_cast<float>(seed001::scores(2, 2)))));
