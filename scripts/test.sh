@@ -22,8 +22,8 @@
 #                       attention, decode split-K, GEMM, dispatch,
 #                       differential) and the memory layer; not the decode
 #                       loop variants (unit.decode.few_rows*: one driver,
-#                       the same threading as unit.decode's cases, and two
-#                       thirds of this configuration's time)
+#                       the same threading as unit.decode's cases, and most
+#                       of this configuration's time)
 #   fuzz   build/fuzz   (not in the default set) clang++ -O1 with libFuzzer +
 #                       ASan + UBSan, only the two fuzz targets, for longer
 #                       runs (ATTNX_FUZZ_SECONDS=3600 scripts/test.sh fuzz);

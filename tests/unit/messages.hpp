@@ -30,4 +30,18 @@ inline auto is(std::string text) {
   };
 }
 
+// f() must throw an Ex, which is also a Base (the library's error type of that part), with exactly `message`.
+template <class Ex, class Base, class F>
+void throws_exactly(F&& f, const std::string& message) {
+  try {
+    f();
+    BOOST_ERROR("no exception thrown, expected: " << message);
+  } catch (const Ex& e) {
+    BOOST_TEST(std::string(e.what()) == message);
+    BOOST_TEST((dynamic_cast<const Base*>(&e) != nullptr));
+  } catch (const std::exception& e) {
+    BOOST_ERROR("wrong exception type: " << e.what());
+  }
+}
+
 }  // namespace test_support

@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstdint>
 
-// Under ThreadSanitizer the generator is not instrumented: it runs on one thread, and its state's reads and writes
-// were most of the TSan build's time in the tests that draw millions of values (test_decode's instances).
+// TEST_UNINSTRUMENTED: a function of single-threaded test setup (data, references) that ThreadSanitizer need not
+// watch. Only raw pointers inside: GCC does not inline an instrumented function (std::vector's operator[], say)
+// into one without the instrumentation. The generator below is one: its state's reads and writes dominated the
+// TSan build's time in tests that draw millions of values.
 #if defined(__SANITIZE_THREAD__)
-#define TEST_RANDOM_UNINSTRUMENTED __attribute__((no_sanitize("thread")))
+#define TEST_UNINSTRUMENTED __attribute__((no_sanitize("thread")))
 #else
-#define TEST_RANDOM_UNINSTRUMENTED
+#define TEST_UNINSTRUMENTED
 #endif
 
 namespace test_random {
@@ -21,17 +23,17 @@ namespace test_random {
 class rng {
  public:
   explicit rng(std::uint64_t seed) : state_(seed) {}
-  TEST_RANDOM_UNINSTRUMENTED std::uint64_t bits() {
+  TEST_UNINSTRUMENTED std::uint64_t bits() {
     std::uint64_t z = state_ += 0x9e3779b97f4a7c15u;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
     return z ^ (z >> 31);
   }
-  TEST_RANDOM_UNINSTRUMENTED double uniform() { return double(bits() >> 11) * 0x1p-53; }  // [0, 1), 53 random bits
-  TEST_RANDOM_UNINSTRUMENTED double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  TEST_RANDOM_UNINSTRUMENTED bool chance(double p) { return uniform() < p; }
-  TEST_RANDOM_UNINSTRUMENTED std::uint64_t below(std::uint64_t n) { return bits() % n; }  // [0, n); the bias is 2^-64 n at most
-  TEST_RANDOM_UNINSTRUMENTED double normal() {  // N(0, 1); Box-Muller, the second value of each pair kept for the next call
+  TEST_UNINSTRUMENTED double uniform() { return double(bits() >> 11) * 0x1p-53; }  // [0, 1), 53 random bits
+  TEST_UNINSTRUMENTED double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  TEST_UNINSTRUMENTED bool chance(double p) { return uniform() < p; }
+  TEST_UNINSTRUMENTED std::uint64_t below(std::uint64_t n) { return bits() % n; }  // [0, n); the bias is 2^-64 n at most
+  TEST_UNINSTRUMENTED double normal() {  // N(0, 1); Box-Muller, the second value of each pair kept for the next call
     if (spare_) {
       spare_ = false;
       return second_;
@@ -44,8 +46,8 @@ class rng {
   }
   // Mean 0, variance 1, in [-2 sqrt 3, 2 sqrt 3]: the sum of four uniform values (Irwin-Hall), centred and scaled.
   // For bulk data whose tails do not matter (the decode tests' millions of K and V elements): no logarithm, sine or
-  // cosine per value, which were 40% of those tests' time.
-  TEST_RANDOM_UNINSTRUMENTED double bell() {
+  // cosine per value.
+  TEST_UNINSTRUMENTED double bell() {
     const double sum = double((bits() >> 40) + (bits() >> 40) + (bits() >> 40) + (bits() >> 40)) * 0x1p-24;
     return (sum - 2.0) * 1.7320508075688772;
   }

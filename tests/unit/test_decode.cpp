@@ -36,19 +36,9 @@ using attnx::simd::isa;
 
 namespace {
 
-// The double reference runs on one thread and has nothing for ThreadSanitizer to check: it is compiled without the
-// instrumentation there (raw pointers inside, as GCC does not inline instrumented functions such as std::vector's
-// operator[] into an uninstrumented one). The eight unit.decode entries under TSan: 674 -> 597 s of CPU.
-#if defined(__SANITIZE_THREAD__)
-#define UNINSTRUMENTED __attribute__((no_sanitize("thread")))
-#else
-#define UNINSTRUMENTED
-#endif
-
 // The instruction sets a case runs on: every one this CPU has; under ThreadSanitizer only the best, and without
-// the other CPUs' tunings (with_tunings). TSan looks for races between the threads of one run, and the single-thread
-// sweeps over paths and tunings (the gcc and ASan builds run them) would take it past ctest's timeout: the eight
-// unit.decode entries took over 300 s each.
+// the other CPUs' tunings (with_tunings). TSan looks for races between the threads of one run; the single-thread
+// sweeps over paths and tunings (the gcc and ASan builds run them) would take it past ctest's timeout.
 #if defined(__SANITIZE_THREAD__)
 constexpr bool every_path = false;
 #else
@@ -88,29 +78,29 @@ struct layout_of {
     head = lay == 1 ? D : lay == 2 ? R * (D + 3) + 5 : R * D;
     batch = lay == 2 ? H * head + 7 : H * R * D;
   }
-  UNINSTRUMENTED std::size_t at(std::size_t b, std::size_t h, std::size_t r, std::size_t c) const {
+  TEST_UNINSTRUMENTED std::size_t at(std::size_t b, std::size_t h, std::size_t r, std::size_t c) const {
     return std::size_t(std::ptrdiff_t(b) * batch + std::ptrdiff_t(h) * head + std::ptrdiff_t(r) * row + std::ptrdiff_t(c));
   }
   std::size_t at(std::size_t n) const { return at(n / d / nr / nh, n / d / nr % nh, n / d % nr, n % d); }
 };
 
 // The values of 16-bit storage, decoded here without attnx (sign, exponent, mantissa).
-UNINSTRUMENTED double f16_value(std::uint32_t h) {
+TEST_UNINSTRUMENTED double f16_value(std::uint32_t h) {
   const double sign = h & 0x8000u ? -1.0 : 1.0;
   const int e = int(h >> 10 & 0x1fu), m = int(h & 0x3ffu);
   if (e == 31) return m ? qnan : sign * inf;
   return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
 }
-UNINSTRUMENTED double bf16_value(std::uint32_t h) {
+TEST_UNINSTRUMENTED double bf16_value(std::uint32_t h) {
   const double sign = h & 0x8000u ? -1.0 : 1.0;
   const int e = int(h >> 7 & 0xffu), m = int(h & 0x7fu);
   if (e == 255) return m ? qnan : sign * inf;
   return sign * (e == 0 ? std::ldexp(m, -133) : std::ldexp(128 + m, e - 134));
 }
-UNINSTRUMENTED std::uint16_t encode(ak::kv_storage kind, double x) {
+TEST_UNINSTRUMENTED std::uint16_t encode(ak::kv_storage kind, double x) {
   return kind == ak::kv_storage::bf16 ? attnx::bf16(float(x)).bits : attnx::f16(float(x)).bits;
 }
-UNINSTRUMENTED double stored(ak::kv_storage kind, double x) {  // x as 16-bit K / V hold it
+TEST_UNINSTRUMENTED double stored(ak::kv_storage kind, double x) {  // x as 16-bit K / V hold it
   return kind == ak::kv_storage::bf16 ? bf16_value(encode(kind, x)) : f16_value(encode(kind, x));
 }
 
@@ -152,7 +142,7 @@ struct instance {
   double lse(std::size_t n) const { return double(lb[l_at(n)]); }
 
   // Values of mean 0 and variance 1, exact in T.
-  static UNINSTRUMENTED void draw(double* x, std::size_t n, test_random::rng& g) {
+  static TEST_UNINSTRUMENTED void draw(double* x, std::size_t n, test_random::rng& g) {
     for (std::size_t i = 0; i < n; ++i) x[i] = double(T(g.bell()));
   }
   // The buffers from the logical values (K and V also as 16-bit values when kv says so).
@@ -164,13 +154,13 @@ struct instance {
     encode_all(v16.data(), vb.data(), vb.size(), kv);
   }
   // dst in layout L from the logical [b][h][r][c] values x (in logical order: no divisions per element).
-  UNINSTRUMENTED void lay_out(T* dst, const layout_of& L, const double* x) const {
+  TEST_UNINSTRUMENTED void lay_out(T* dst, const layout_of& L, const double* x) const {
     for (std::size_t b = 0; b < s.batch; ++b)
       for (std::size_t h = 0; h < L.nh; ++h)
         for (std::size_t r = 0; r < L.nr; ++r)
           for (std::size_t c = 0, at = L.at(b, h, r, 0); c < L.d; ++c) dst[at + c] = T(*x++);
   }
-  static UNINSTRUMENTED void encode_all(std::uint16_t* dst, const T* x, std::size_t n, ak::kv_storage kind) {
+  static TEST_UNINSTRUMENTED void encode_all(std::uint16_t* dst, const T* x, std::size_t n, ak::kv_storage kind) {
     for (std::size_t i = 0; i < n; ++i) dst[i] = encode(kind, double(x[i]));
   }
   // The problem over the buffers, stored (no score steps yet).
@@ -200,7 +190,7 @@ struct instance {
 };
 
 template <class X>
-UNINSTRUMENTED X elem(const ak::broadcast<const X>& m, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+TEST_UNINSTRUMENTED X elem(const ak::broadcast<const X>& m, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
   return m.data[std::ptrdiff_t(b) * m.batch + std::ptrdiff_t(h) * m.head + std::ptrdiff_t(i) * m.row + std::ptrdiff_t(j) * m.col];
 }
 
@@ -212,7 +202,7 @@ struct result {
 // o_i = sum_j softmax_j(s_i.) v_j with softmax's rules (NaN anywhere: the row is NaN; +inf scores share
 // the weight equally; no score above -inf: 0); lse_i = ln sum_j exp(s_ij).
 template <class T>
-UNINSTRUMENTED void reference_loops(const ak::attention_problem<T>& p, const double* q, const double* k, const double* v,
+TEST_UNINSTRUMENTED void reference_loops(const ak::attention_problem<T>& p, const double* q, const double* k, const double* v,
                                    double* s, double* ro, double* rlse) {
   const std::size_t B = p.batch, H = p.heads, G = p.kv_heads, lq = p.lq, lk = p.lk, dk = p.dk, dv = p.dv;
   for (std::size_t b = 0; b < B; ++b)
@@ -370,7 +360,7 @@ struct with_storage {
 };
 
 // x[i] as 16-bit storage of that kind holds it.
-UNINSTRUMENTED void as_stored(double* x, std::size_t n, ak::kv_storage kind) {
+TEST_UNINSTRUMENTED void as_stored(double* x, std::size_t n, ak::kv_storage kind) {
   for (std::size_t i = 0; i < n; ++i) x[i] = stored(kind, x[i]);
 }
 

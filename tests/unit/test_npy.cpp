@@ -14,11 +14,11 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
-#include <random>
 #include <string>
-#include <system_error>
+#include <utility>
 #include <vector>
 
+#include "messages.hpp"
 #include "temp_dir.hpp"
 
 using namespace attnx;
@@ -73,18 +73,10 @@ std::string numpy_header(const std::string& descr, const std::string& shape) {
   return h + "\n";
 }
 
-// Checks the exception type (and that it is an npy::error) and its whole message.
+// The exception type (also a npy::error) and its whole message.
 template <class Ex, class F>
 void throws_exactly(F&& f, const std::string& message) {
-  try {
-    f();
-    BOOST_ERROR("no exception thrown, expected: " << message);
-  } catch (const Ex& e) {
-    BOOST_TEST(std::string(e.what()) == message);
-    BOOST_TEST((dynamic_cast<const npy::error*>(&e) != nullptr));
-  } catch (const std::exception& e) {
-    BOOST_ERROR("wrong exception type: " << e.what());
-  }
+  test_support::throws_exactly<Ex, npy::error>(std::forward<F>(f), message);
 }
 
 template <class T>
@@ -214,7 +206,7 @@ BOOST_AUTO_TEST_CASE(files_written_by_numpy_load_to_the_exact_values) {
   const tensor<float, 2, 3> want_f4{{1.5f, -2.25f, 1.0f / 3.0f}, {0.0f, static_cast<float>(1e-3), -65504.0f}};
   BOOST_TEST((f4 == want_f4));
   BOOST_TEST(npy::inspect((reference / "f4_2x3.npy").string()).data_offset ==
-             128u);  // (numpy 1.24 leaves room to grow)
+             128u);  // (NumPy pads the header to 128 bytes, with room to grow)
 
   const auto f8 = npy::load<tensor<double, 4>>((reference / "f8_4.npy").string());
   BOOST_TEST((f8(0) == 0.1 && f8(1) == -1.0 / 3.0 && f8(2) == 1e300 && f8(3) == 0.0 && std::signbit(f8(3))));

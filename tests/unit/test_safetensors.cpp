@@ -24,7 +24,7 @@
 #include <map>
 #include <random>
 #include <string>
-#include <system_error>
+#include <utility>
 #include <vector>
 
 #include "messages.hpp"
@@ -81,18 +81,10 @@ void throws(F&& f, std::initializer_list<std::string> fragments) {
   }
 }
 
-// Checks the exception type and its whole message.
+// The exception type (also a st::error) and its whole message.
 template <class Ex, class F>
 void throws_exactly(F&& f, const std::string& message) {
-  try {
-    f();
-    BOOST_ERROR("no exception thrown, expected: " << message);
-  } catch (const Ex& e) {
-    BOOST_TEST(std::string(e.what()) == message);
-    BOOST_TEST((dynamic_cast<const st::error*>(&e) != nullptr));
-  } catch (const std::exception& e) {
-    BOOST_ERROR("wrong exception type: " << e.what());
-  }
+  test_support::throws_exactly<Ex, st::error>(std::forward<F>(f), message);
 }
 
 template <class Tensor>

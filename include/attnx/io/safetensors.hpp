@@ -115,15 +115,6 @@ inline constexpr std::array<std::string_view, 2> loadable_dtypes<std::int64_t>{"
 template <>
 inline constexpr std::array<std::string_view, 2> loadable_dtypes<bool>{"BOOL", "U8"};
 
-template <class T>
-constexpr const char* element_name() {
-  if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "std::int32_t";
-  else if constexpr (std::is_same_v<T, bool>) return "bool";
-  else return "std::int64_t";
-}
-
 struct tensor_info {
   std::string dtype;
   std::vector<std::size_t> shape;

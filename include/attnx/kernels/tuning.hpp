@@ -39,21 +39,21 @@ inline constexpr decode_cpu_tuning decode_tunings[] = {
 // The families that have a row of their own: any CPU but AMD's (0), AMD Zen 3 / Zen 4 (0x19), Zen 5 (0x1a).
 inline constexpr int decode_families[] = {0, 0x19, 0x1a};
 
-// The family the decode kernel tunes for: this CPU's (simd::amd_family()) unless a test or benchmark has set another
-// (-1, the default: this CPU's). Read at every call (a relaxed load).
-inline exec::detail::atomic<int>& decode_tuning_override() noexcept {
+// The family the decode kernel tunes for: this CPU's (simd::amd_family()) unless a test or benchmark has stored
+// another with decode_tuning().store(family) (-1, the default: this CPU's). Read at every call (a relaxed load).
+inline exec::detail::atomic<int>& decode_tuning() noexcept {
   static exec::detail::atomic<int> family{-1};
   return family;
 }
 inline unsigned decode_family() noexcept {
-  const int f = decode_tuning_override().load(exec::detail::memory_order_relaxed);
+  const int f = decode_tuning().load(exec::detail::memory_order_relaxed);
   return f < 0 ? simd::amd_family() : static_cast<unsigned>(f);
 }
 // The row for a family: its own, or, for an AMD family without one, Zen 3 / Zen 4's.
 constexpr const decode_cpu_tuning& decode_tuning_for(unsigned family) noexcept {
-  return family == 0 ? decode_tunings[0] : family == 0x1a ? decode_tunings[2] : decode_tunings[1];
+  for (const decode_cpu_tuning& t : decode_tunings)
+    if (t.family == family) return t;
+  return decode_tuning_for(0x19);
 }
-// The test hook: decode_tuning().store(family) (or -1).
-inline exec::detail::atomic<int>& decode_tuning() noexcept { return decode_tuning_override(); }
 
 }  // namespace attnx::kernels::detail

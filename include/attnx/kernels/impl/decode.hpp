@@ -44,10 +44,10 @@ extern template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float,
 // A work item is a run of consecutive chunks of one (b, g), as long as the number of threads allows (at
 // least two items per thread when there are enough chunks): the kernel goes through it in one pass and
 // leaves a state at every chunk boundary, so that the memory streams of K and V do not restart every
-// decode_chunk keys (restarting them costs a tenth of the read bandwidth). The states, and so the results, are
+// decode_chunk keys (each restart costs read bandwidth: bench/NOTES.md). The states, and so the results, are
 // the same for any number of threads. Compiled once per T (the kernel comes
 // as decode_kernel_ref). p: validated, not empty.
-// The call's bookkeeping, in one block (a short decoding call spends a visible part of its time allocating): per
+// The call's bookkeeping, in one allocation (a short decoding call is short enough for allocations to show): per
 // batch item and row the limit of each limit step (limits) and the end of the keys read (ends); the work items, at
 // most max(1, ceil(L_k / decode_chunk)) chunks per (b, g); first: the chunks (states) of (b, g) are [first[bg],
 // first[bg + 1]); kends: the end of the keys read per batch item.

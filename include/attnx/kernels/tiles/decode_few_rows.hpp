@@ -44,11 +44,7 @@ struct few_rows_loop : decode_ops<T, KV> {
   few_rows_loop(const item& item_, const decode_rows<T>& rows, std::size_t r0, std::size_t prefetch_end)
       : it(item_), rs(rows), set(item_, r0), pf_end(prefetch_end < item_.kend ? item_.kend : prefetch_end),
         fv(V::set1(item_.plan.folded)), qd(rows.qs), boundary(item_.k0 + item_.chunk) {
-    ATTNX_UNROLL
-    for (std::size_t r = 0; r < RV; ++r) {
-      ATTNX_UNROLL
-      for (std::size_t c = 0; c < DV; ++c) o[r][c] = V::load(rs.os + r * dvp + c * W);  // (zero but in block passes)
-    }
+    load_outputs();  // (zero but in block passes)
   }
 
   ATTNX_FORCE_INLINE void keep_dots(std::size_t x, const R* a) {

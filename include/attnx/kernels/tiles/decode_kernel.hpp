@@ -55,25 +55,26 @@ struct decode_kernel {
       alg::copy_n(p.q.matrix(b, it.head(r)) + ops::sz(it.query(r)) * p.q.row, p.dk, rs.qs + r * dkp);
       it.kend = alg::max(it.kend, it.end(r));
     }
-    if (pass_in_one(it, rs)) return;
+    if (pass_in_one(it, rs)) {
+      rs.flush(alg::max(it.kend, it.k0 + 1));
+      return;
+    }
     by_chunk(it, rs);
   }
 
  private:
-  // The loops that go through the item in one pass, handing its states over at the chunk boundaries; false where
-  // none applies.
+  // The loops that go through the item in one pass, handing its states over at the chunk boundaries (the caller
+  // flushes the last); false where none applies.
   static bool pass_in_one(const item& it, const decode_rows<T>& rs) {
     if constexpr (W > 1 && ops::vector_registers >= 32) {  // (AVX-512: the outputs in registers)
       const attention_problem<T>& p = it.p;
       if (it.rows == 1 && p.dk % W == 0 && (p.dv == 8 * W || p.dv == 4 * W)) {
         one_row(it, rs);
-        rs.flush(alg::max(it.kend, it.k0 + 1));
         return true;
       }
       if constexpr (std::is_same_v<T, float>) {  // (few_rows: float's 16 lanes)
         if (few_rows_paths<T, KV>::fit(p, it.rows)) {
           few_rows_paths<T, KV>::run(it, rs);
-          rs.flush(alg::max(it.kend, it.k0 + 1));
           return true;
         }
       }
