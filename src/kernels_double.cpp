@@ -5,7 +5,7 @@
 
 namespace attnx::kernels {
 template void flash_attention<double>(const attention_problem<double>&, simd::isa, unsigned);
-template void attention_rows<double>(const attention_problem<double>&, unsigned);
+template void attention_rows<double>(const attention_problem<double>&, simd::isa, bool, unsigned);
 template std::size_t gemm_into<double>(const double*, std::size_t, const double*, std::size_t, std::size_t, std::size_t,
                                        std::size_t, double*, std::size_t, const double*, simd::isa, unsigned);
 template void gemm_rows<double>(const double*, std::size_t, const double*, std::size_t, std::size_t, std::size_t, std::size_t,

@@ -8,7 +8,7 @@
 
 namespace attnx::kernels {
 template void flash_attention<float>(const attention_problem<float>&, simd::isa, unsigned);
-template void attention_rows<float>(const attention_problem<float>&, unsigned);
+template void attention_rows<float>(const attention_problem<float>&, simd::isa, bool, unsigned);
 template std::size_t gemm_into<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t,
                                       std::size_t, float*, std::size_t, const float*, simd::isa, unsigned);
 template void gemm_rows<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t, std::size_t,

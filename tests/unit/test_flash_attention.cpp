@@ -2,7 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "attnx/kernels/flash_attention.hpp"
-#include "attnx/kernels/impl/tiles.hpp"  // the tiles of each instruction set, for exp2 (the kernels are the library's)
+#include "attnx/kernels/impl/tiles.hpp"
+#include "attnx/kernels/rows.hpp"  // the tiles of each instruction set, for exp2 (the kernels are the library's)
 #include "messages.hpp"
 #include "random.hpp"
 
@@ -15,9 +16,10 @@
 #include <string>
 #include <vector>
 
-// The fused kernel against a plain double-precision reference: three loops and a stable softmax
-// over the allowed keys. Every instruction-set path this CPU can run is tested, whatever the
-// flags of this file (the test is built without -march=native).
+// The fused kernel, and the stored-scores path a context with the fused kernel off takes (kernels::attention_rows,
+// through the blocked GEMM and in plain loops), against a plain double-precision reference: three loops and a stable
+// softmax over the allowed keys, and each row's log-sum-exp. Every instruction-set path this CPU can run is tested,
+// whatever the flags of this file (the test is built without -march=native).
 
 namespace ak = attnx::kernels;
 using ak::causal_kind;
@@ -41,6 +43,11 @@ const char* isa_name(isa i) { return attnx::simd::name(i).data(); }
 // interleaved heads of a projection output, row stride = heads * d).
 enum class layout { bhld, blhd };
 
+// Which kernel runs the problem: the fused one, or attention_rows with the blocked GEMM on or off.
+enum class path { fused, rows_gemm, rows_plain };
+constexpr path all_paths[] = {path::fused, path::rows_gemm, path::rows_plain};
+const char* path_name(path p) { return p == path::fused ? "fused" : p == path::rows_gemm ? "rows+gemm" : "rows"; }
+
 enum class mask_kind {
   none,
   bool_full,     // (B, 1, Lq, Lk) broadcast over heads, ~30% false, one fully false row
@@ -57,6 +64,7 @@ struct spec {
   std::vector<std::size_t> key_lengths;  // empty: none
   layout lay = layout::bhld;
   unsigned threads = 1;
+  path via = path::fused;
 };
 
 spec make_spec(std::size_t batch, std::size_t heads, std::size_t kv_heads, std::size_t lq, std::size_t lk,
@@ -77,7 +85,8 @@ std::string describe(const spec& s) {
          " Lq=" + std::to_string(s.lq) + " Lk=" + std::to_string(s.lk) + " dk=" + std::to_string(s.dk) +
          " dv=" + std::to_string(s.dv) + " causal=" + (s.causal_on ? std::to_string(static_cast<int>(s.causal)) : std::string("none")) +
          " mask=" + std::to_string(static_cast<int>(s.mask)) + " keylens=" + std::to_string(s.key_lengths.size()) +
-         " layout=" + std::to_string(static_cast<int>(s.lay)) + " threads=" + std::to_string(s.threads);
+         " layout=" + std::to_string(static_cast<int>(s.lay)) + " threads=" + std::to_string(s.threads) +
+         " path=" + path_name(s.via);
 }
 
 // One problem: logical tensors in double (what the reference reads) and the kernel's buffers.
@@ -85,10 +94,11 @@ template <class T>
 struct instance {
   spec s;
   std::vector<double> q, k, v;  // logical [b][h][i][c] (k, v over kv heads)
-  std::vector<T> qb, kb, vb, ob;
+  std::vector<T> qb, kb, vb, ob, lb;  // lb: each row's log-sum-exp, [b][h][i]
   std::unique_ptr<bool[]> bm;
   std::vector<T> am;
   T scale = T(1);
+  mutable std::vector<double> ref_lse;  // reference()'s log-sum-exp of each row, [b][h][i]
 
   std::size_t qi(std::size_t b, std::size_t h, std::size_t i, std::size_t c) const {
     return ((b * s.heads + h) * s.lq + i) * s.dk + c;
@@ -157,6 +167,7 @@ struct instance {
     kb.resize(k.size());
     vb.resize(v.size());
     ob.assign(s.batch * s.heads * s.lq * s.dv, T(-12345));  // every element must be written
+    lb.assign(s.batch * s.heads * s.lq, T(-12345));
     for (std::size_t b = 0; b < s.batch; ++b) {
       for (std::size_t h = 0; h < s.heads; ++h)
         for (std::size_t i = 0; i < s.lq; ++i)
@@ -182,6 +193,7 @@ struct instance {
     strides(s.kv_heads, s.lk, s.dv, p.v.batch, p.v.head, p.v.row);
     p.o.data = const_cast<T*>(ob.data());
     strides(s.heads, s.lq, s.dv, p.o.batch, p.o.head, p.o.row);
+    p.lse = {const_cast<T*>(lb.data()), static_cast<std::ptrdiff_t>(s.heads * s.lq), static_cast<std::ptrdiff_t>(s.lq), 1};
     p.batch = s.batch;
     p.heads = s.heads;
     p.kv_heads = s.kv_heads;
@@ -200,12 +212,16 @@ struct instance {
       p.boolean_mask({bm.get(), static_cast<std::ptrdiff_t>(s.lk), 0, 0, 1});
     return p;
   }
-  void run(isa i) { ak::flash_attention(problem(), i, s.threads); }
+  void run(isa i) {
+    if (s.via == path::fused) ak::flash_attention(problem(), i, s.threads);
+    else ak::attention_rows(problem(), i, s.via == path::rows_gemm, s.threads);
+  }
 
   // Plain reference: scores over allowed keys, the limit of softmax for +inf, 0 for a row with
   // no allowed key or only -inf scores, then the weighted sum over the allowed keys.
   std::vector<double> reference() const {
     std::vector<double> ref(s.batch * s.heads * s.lq * s.dv);
+    ref_lse.assign(s.batch * s.heads * s.lq, 0.0);
     const double sc = double(scale);
     for (std::size_t b = 0; b < s.batch; ++b)
       for (std::size_t h = 0; h < s.heads; ++h) {
@@ -232,6 +248,8 @@ struct instance {
             else w[j] = std::exp(w[j] - mx);
             sum += w[j];
           }
+          ref_lse[(b * s.heads + h) * s.lq + i] =
+              nan ? std::numeric_limits<double>::quiet_NaN() : mx == inf || mx == -inf ? mx : mx + std::log(sum);
           for (std::size_t c = 0; c < s.dv; ++c) {
             double acc = 0;
             for (std::size_t j = 0; j < s.lk; ++j)
@@ -262,6 +280,11 @@ struct instance {
               BOOST_ERROR("at " << b << ',' << h << ',' << i << ',' << c << ": got " << g << ", want " << r);
             if (e > worst || std::isnan(e)) worst = e;
           }
+    for (std::size_t n = 0; n < ref_lse.size(); ++n) {
+      const double r = ref_lse[n], g = double(lb[n]);
+      const bool ok = std::isnan(r) ? std::isnan(g) : std::isinf(r) ? g == r : std::abs(g - r) <= at_ + rt_ * std::abs(r);
+      if (!ok && bad++ < 5) BOOST_ERROR("log-sum-exp of row " << n << ": got " << g << ", want " << r);
+    }
     BOOST_TEST(bad == 0u);
     return worst;
   }
@@ -275,7 +298,7 @@ double run_and_check(const spec& s, isa i, std::uint32_t seed) {
 }
 
 template <class T>
-void sweep() {
+void sweep(path via) {
   const std::vector<spec> shapes = {
       make_spec(1, 1, 1, 37, 53, 19, 23),
       make_spec(2, 4, 2, 53, 37, 23, 19),
@@ -296,6 +319,7 @@ void sweep() {
             s.mask = mk;
             s.lay = lay;
             s.threads = 1 + (seed % 2);
+            s.via = via;
             BOOST_TEST_CONTEXT(isa_name(i) << ' ' << describe(s)) {
               worst = std::max(worst, run_and_check<T>(s, i, seed++));
             }
@@ -311,8 +335,16 @@ BOOST_AUTO_TEST_CASE(isa_paths_available) {
   BOOST_TEST(attnx::simd::cpu_supports(attnx::simd::best_supported()));
 }
 
-BOOST_AUTO_TEST_CASE(sweep_float) { sweep<float>(); }
-BOOST_AUTO_TEST_CASE(sweep_double) { sweep<double>(); }
+BOOST_AUTO_TEST_CASE(sweep_float) { sweep<float>(path::fused); }
+BOOST_AUTO_TEST_CASE(sweep_double) { sweep<double>(path::fused); }
+BOOST_AUTO_TEST_CASE(sweep_rows_float) {
+  sweep<float>(path::rows_gemm);
+  sweep<float>(path::rows_plain);
+}
+BOOST_AUTO_TEST_CASE(sweep_rows_double) {
+  sweep<double>(path::rows_gemm);
+  sweep<double>(path::rows_plain);
+}
 
 // The public entry point (the current context's path and threads) on an odd shape, with GQA and a batch.
 BOOST_AUTO_TEST_CASE(public_entry_point) {
@@ -326,9 +358,11 @@ BOOST_AUTO_TEST_CASE(public_entry_point) {
 }
 
 BOOST_AUTO_TEST_CASE(key_lengths_including_zero) {
-  for (isa i : runnable_isas()) {
+  for (isa i : runnable_isas())
+  for (path via : all_paths) {
     spec s = make_spec(4, 2, 1, 29, 77, 16, 33);
     s.key_lengths = {0, 1, 40, 77};
+    s.via = via;
     for (bool ck : {false, true}) {
       s.causal_on = ck;
       s.causal = causal_kind::bottom_right;
@@ -347,10 +381,12 @@ BOOST_AUTO_TEST_CASE(key_lengths_including_zero) {
 
 // Lq > Lk with bottom-right alignment: the first Lq - Lk query rows see no key and must be 0.
 BOOST_AUTO_TEST_CASE(fully_masked_rows_are_zero) {
-  for (isa i : runnable_isas()) {
+  for (isa i : runnable_isas())
+  for (path via : all_paths) {
     spec s = make_spec(1, 1, 1, 50, 20, 9, 5);
     s.causal_on = true;
     s.causal = causal_kind::bottom_right;
+    s.via = via;
     instance<float> in(s, 21);
     in.run(i);
     for (std::size_t r = 0; r < 30; ++r)
@@ -361,11 +397,13 @@ BOOST_AUTO_TEST_CASE(fully_masked_rows_are_zero) {
     // All scores -inf through the additive mask, and an empty key set (Lk = 0).
     spec t = make_spec(1, 1, 1, 20, 17, 4, 3);
     t.mask = mask_kind::additive;
+    t.via = via;
     instance<float> all_ninf(t, 22);
     for (auto& x : all_ninf.am) x = -std::numeric_limits<float>::infinity();
     all_ninf.run(i);
     for (float x : all_ninf.ob) BOOST_TEST(x == 0.0f);
     spec e = make_spec(1, 1, 1, 20, 0, 4, 3);
+    e.via = via;
     instance<double> empty(e, 23);
     empty.run(i);
     for (double x : empty.ob) BOOST_TEST(x == 0.0);
@@ -376,9 +414,11 @@ BOOST_AUTO_TEST_CASE(fully_masked_rows_are_zero) {
 // key j (causal: rows i >= j) and leaves the rows that do not see it exact.
 BOOST_AUTO_TEST_CASE(nan_propagates_to_the_affected_rows) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (isa i : runnable_isas()) {
+  for (isa i : runnable_isas())
+  for (path via : all_paths) {
     spec s = make_spec(1, 1, 1, 40, 40, 12, 7);
     s.causal_on = true;
+    s.via = via;
     {
       instance<float> in(s, 31);
       in.q[in.qi(0, 0, 5, 3)] = nan;
@@ -400,9 +440,11 @@ BOOST_AUTO_TEST_CASE(nan_propagates_to_the_affected_rows) {
 
 // +inf scores share the weight equally (the limit of softmax); -inf scores get weight 0.
 BOOST_AUTO_TEST_CASE(infinite_scores) {
-  for (isa i : runnable_isas()) {
+  for (isa i : runnable_isas())
+  for (path via : all_paths) {
     spec s = make_spec(1, 1, 1, 30, 70, 5, 6);
     s.mask = mask_kind::additive;
+    s.via = via;
     instance<double> in(s, 41);
     for (auto& x : in.am) x = 0.0;
     in.am[3 * s.lk + 10] = inf;  // row 3: keys 10 and 66 are +inf
@@ -440,14 +482,23 @@ BOOST_AUTO_TEST_CASE(huge_logits_seed_001) {
     BOOST_TEST_CONTEXT(isa_name(i)) {
       for (int n = 0; n < 6; ++n) BOOST_TEST(O[n] == want[n], boost::test_tools::tolerance(2e-16));
     }
+    for (bool gemm : {true, false}) {
+      std::fill(O, O + 6, 0.0);
+      ak::attention_rows(p, i, gemm, 1);
+      BOOST_TEST_CONTEXT(isa_name(i) << " rows, blocked GEMM " << gemm) {
+        for (int n = 0; n < 6; ++n) BOOST_TEST(O[n] == want[n], boost::test_tools::tolerance(2e-16));
+      }
+    }
   }
 }
 
 // Large logits in float too: N(0,1) * 6 entries, unit scale, scores in the hundreds. The score
 // rounding error grows with the score, hence the looser tolerance (observed: under 1e-6).
 BOOST_AUTO_TEST_CASE(large_logits_float) {
-  for (isa i : runnable_isas()) {
+  for (isa i : runnable_isas())
+  for (path via : all_paths) {
     spec s = make_spec(1, 1, 1, 33, 45, 16, 8);
+    s.via = via;
     instance<float> in(s, 51, 6.0);
     in.scale = 1.0f;
     in.run(i);
@@ -462,7 +513,9 @@ BOOST_AUTO_TEST_CASE(large_logits_float) {
 BOOST_AUTO_TEST_CASE(threads_do_not_change_results) {
   for (spec s : {make_spec(2, 3, 3, 131, 97, 32, 24), make_spec(1, 1, 1, 128, 128, 128, 128)}) {
     s.causal_on = true;
-    for (isa i : runnable_isas()) {
+    for (isa i : runnable_isas())
+    for (path via : all_paths) {
+      s.via = via;
       BOOST_TEST_CONTEXT(isa_name(i) << ' ' << describe(s)) {
         instance<float> one(s, 61), two(s, 61), many(s, 61);
         two.s.threads = 2;
@@ -548,9 +601,12 @@ BOOST_AUTO_TEST_CASE(many_query_blocks_per_work_item) {
         s.causal_on = ck >= 0;
         s.causal = ck == 1 ? causal_kind::bottom_right : causal_kind::top_left;
         s.threads = threads;
-        BOOST_TEST_CONTEXT(isa_name(i) << ' ' << describe(s)) {
-          run_and_check<float>(s, i, 81);
-          run_and_check<double>(s, i, 82);
+        for (path via : all_paths) {
+          s.via = via;
+          BOOST_TEST_CONTEXT(isa_name(i) << ' ' << describe(s)) {
+            run_and_check<float>(s, i, 81);
+            run_and_check<double>(s, i, 82);
+          }
         }
       }
 }

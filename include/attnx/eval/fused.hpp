@@ -283,7 +283,7 @@ bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const 
   p.dv = v.cols;
   p.lse = lse;
   if (!ctx.fused() || dims_size(d) == 0 || p.dv == 0) {
-    kernels::attention_rows(p, ctx.threads());
+    kernels::attention_rows(p, ctx);
     return true;
   }
   kernels::flash_attention(p, ctx);
