@@ -25,6 +25,7 @@
 #include "attnx/expr/norm.hpp"
 #include "attnx/expr/position.hpp"
 #include "attnx/expr/slice.hpp"
+#include "attnx/expr/padding.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/eval/strided_operand.hpp"
 #include "attnx/eval/fused.hpp"

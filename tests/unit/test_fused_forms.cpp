@@ -9,10 +9,13 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "reference.hpp"
@@ -328,3 +331,90 @@ const Vf v{};
 const tensor<float, Lq, Lk> a{};
 const tensor<bool, Lq, Lk> m{};
 }  // namespace forms
+
+// ---- PyTorch's key_padding_mask (B, L_k), true = padding -----------------------------------------------------
+namespace {
+// Attention of item b, head h, row i against a plain double loop: the keys j with pad(b, j) false (and j <= i
+// when causal), softmax over them; a row with none is 0.
+template <class T, class Pad>
+double padded_error(const T* q, const T* k, const T* v, const T* out, std::size_t B, std::size_t H, std::size_t L,
+                    std::size_t d, bool causal_on, Pad pad) {
+  double worst = 0;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < L; ++i) {
+        std::vector<double> w(L, 0.0);
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        const std::size_t qo = ((b * H + h) * L + i) * d;
+        for (std::size_t j = 0; j < L; ++j) {
+          if (pad(b, j) || (causal_on && j > i)) continue;
+          double s = 0;
+          for (std::size_t c = 0; c < d; ++c) s += double(q[qo + c]) * double(k[((b * H + h) * L + j) * d + c]);
+          w[j] = s / std::sqrt(double(d));
+          mx = std::max(mx, w[j]);
+        }
+        for (std::size_t j = 0; j < L; ++j)
+          if (!pad(b, j) && !(causal_on && j > i)) sum += (w[j] = std::exp(w[j] - mx));
+          else w[j] = 0;
+        for (std::size_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (std::size_t j = 0; j < L; ++j) acc += w[j] * double(v[((b * H + h) * L + j) * d + c]);
+          const double want = sum == 0 ? 0.0 : acc / sum;
+          worst = std::max(worst, std::abs(double(out[qo + c]) - want));
+        }
+      }
+  return worst;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(key_padding_mask_as_pytorch_gives_it) {
+  constexpr std::size_t B = 3, H = 2, L = 7, d = 4;
+  std::mt19937 g(17);
+  std::normal_distribution<double> nd;
+  tensor<float, B, H, L, d> q, k, v;
+  for (auto* t : {&q, &k, &v})
+    for (auto& x : *t) x = float(nd(g));
+  tensor<bool, B, L> kpm;  // item 0: no padding; item 1: its last 3 keys; item 2: every key (its rows are 0)
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t j = 0; j < L; ++j) kpm(b, j) = b == 2 || (b == 1 && j >= L - 3);
+  const auto pad = [&](std::size_t b, std::size_t j) { return kpm(b, j); };
+  for (bool fused : {true, false}) {
+    context ctx;
+    ctx.set_fused(fused);
+    BOOST_TEST_CONTEXT("fused " << fused) {
+      // (B, H, L_q, L_k) scores: the multi-head form, with and without causal.
+      const tensor<float, B, H, L, d> o4 = evaluate(attention(q, k, v, key_padding_mask(kpm)), ctx);
+      BOOST_TEST(padded_error(q.data(), k.data(), v.data(), o4.data(), B, H, L, d, false, pad) < 1e-6);
+      const tensor<float, B, H, L, d> c4 = evaluate(attention(q, k, v, causal, key_padding_mask(kpm)), ctx);
+      BOOST_TEST(padded_error(q.data(), k.data(), v.data(), c4.data(), B, H, L, d, true, pad) < 1e-6);
+      for (std::size_t n = 2 * H * L * d; n < o4.numel(); ++n) BOOST_TEST(o4.data()[n] == 0.0f);  // item 2
+      // (B, L_q, L_k) scores: head 0 of each item as a batch of single-head problems.
+      tensor<float, B, L, d> q3, k3, v3;
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t i = 0; i < L; ++i)
+          for (std::size_t c = 0; c < d; ++c) q3(b, i, c) = q(b, 0, i, c), k3(b, i, c) = k(b, 0, i, c), v3(b, i, c) = v(b, 0, i, c);
+      const tensor<float, B, L, d> o3 = evaluate(attention(q3, k3, v3, key_padding_mask(kpm)), ctx);
+      BOOST_TEST(padded_error(q3.data(), k3.data(), v3.data(), o3.data(), B, 1, L, d, false, pad) < 1e-6);
+      // A dyn batch (a view of the caller's memory), the same numbers.
+      const view<const bool, dyn, L> kpm_dyn(kpm.data(), B);
+      const tensor<float, B, L, d> d3 = evaluate(attention(q3, k3, v3, key_padding_mask(kpm_dyn)), ctx);
+      BOOST_TEST(std::equal(d3.data(), d3.data() + d3.numel(), o3.data()));
+      // (L_q, L_k) scores: one sequence's mask, (L_k) or (1, L_k).
+      const view<const bool, L> row1(kpm.data() + L, L);  // item 1's row
+      const view<const bool, 1, L> row1b(kpm.data() + L, L);
+      const view<const float, L, d> q2(q3.data() + L * d, L * d), k2(k3.data() + L * d, L * d), v2(v3.data() + L * d, L * d);
+      const tensor<float, L, d> o2 = evaluate(attention(q2, k2, v2, key_padding_mask(row1)), ctx);
+      const tensor<float, L, d> o2b = evaluate(attention(q2, k2, v2, key_padding_mask(row1b)), ctx);
+      BOOST_TEST(padded_error(q2.data(), k2.data(), v2.data(), o2.data(), 1, 1, L, d, false,
+                              [&](std::size_t, std::size_t j) { return kpm(1, j); }) < 1e-6);
+      BOOST_TEST(std::equal(o2b.data(), o2b.data() + o2b.numel(), o2.data()));
+      // ... and a dyn batch of 3 against them is refused when the expression is built, naming both facts.
+      BOOST_CHECK_EXCEPTION(
+          (void)attention(q2, k2, v2, key_padding_mask(kpm_dyn)), std::invalid_argument, [](const std::invalid_argument& e) {
+            return std::string(e.what()).find("key_padding_mask: scores without a batch axis take the mask of one sequence") !=
+                       std::string::npos &&
+                   std::string(e.what()).find("mask_batch 3") != std::string::npos;
+          });
+    }
+  }
+}

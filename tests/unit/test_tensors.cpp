@@ -155,6 +155,26 @@ BOOST_AUTO_TEST_CASE(printing) {
   os << tensor<int, 2, 2>{{1, 2}, {3, 4}};
   BOOST_TEST(os.str() == "[[1, 2],\n [3, 4]]");
   BOOST_TEST((shape_string<make_shape<seq<3>, 4>>()) == "[seq=3, 4]");
+  // Rank 3 and 4: the shape with its names, then each matrix under its leading indices.
+  tensor<int, 2, 2, 3> t3;
+  for (std::size_t n = 0; n < t3.numel(); ++n) t3.data()[n] = int(n);
+  std::ostringstream o3;
+  o3 << t3;
+  BOOST_TEST(o3.str() == "[2, 2, 3]\n(0, :, :) =\n[[0, 1, 2],\n [3, 4, 5]]\n(1, :, :) =\n[[6, 7, 8],\n [9, 10, 11]]");
+  tensor<int, batch<2>, heads<2>, 1, 2> t4;
+  for (std::size_t n = 0; n < t4.numel(); ++n) t4.data()[n] = int(n);
+  std::ostringstream o4;
+  o4 << view<const int, dyn, 2, 1, 2>(t4.data(), 2);
+  BOOST_TEST(o4.str() == "[2, 2, 1, 2]\n(0, 0, :, :) =\n[[0, 1]]\n(0, 1, :, :) =\n[[2, 3]]\n(1, 0, :, :) =\n[[4, 5]]\n"
+                         "(1, 1, :, :) =\n[[6, 7]]");
+  std::ostringstream o4n;
+  o4n << t4;
+  BOOST_TEST(o4n.str().substr(0, o4n.str().find('\n')) == "[batch=2, heads=2, 1, 2]");
+  // An expression prints its value.
+  const tensor<int, 2, 2> a{{1, 2}, {3, 4}};
+  std::ostringstream oe;
+  oe << a * transpose(a) + 1;
+  BOOST_TEST(oe.str() == "[[6, 12],\n [12, 26]]");
 }
 
 BOOST_AUTO_TEST_CASE(aliasing_detection) {

@@ -68,6 +68,13 @@ BOOST_AUTO_TEST_CASE(nn_multihead_attention_with_pytorch_masks) {
   // error (compile_fail mask_needs_polarity), so the polarity is always written where the mask is used.
   const tensor<float, 2, 5, 16> wrong = m(x, allowed(am), blocked(kpm));
   BOOST_TEST(max_err(wrong, want) > 1e-2);
+
+  // PyTorch's key_padding_mask as torch saved it, (B, L_k), through key_padding_mask(): the same output, and the
+  // same averaged weights.
+  const auto kpm2 = f.load<tensor<bool, 2, 5>>("key_padding_mask");
+  const tensor<float, 2, 5, 16> y3 = m(x, blocked(am), key_padding_mask(kpm2));
+  BOOST_TEST(max_err(y3, want) < 2e-6);
+  BOOST_TEST(max_err(average_heads(m.weights(x, blocked(am), key_padding_mask(kpm2))), want_w) < 1e-6);
 }
 
 // nn.MultiheadAttention(16, 4) loaded as a module of 8 heads of 2: every tensor has the same shape (in_proj_weight

@@ -677,7 +677,7 @@ struct evaluator<masked_expr<A, Kind>> {
   template <class X> struct is_causal_kind : std::false_type {};
   template <causal_alignment Al> struct is_causal_kind<causal_mask<Al>> : std::true_type {};
   template <class X> struct is_padding_kind : std::false_type {};
-  template <std::size_t L> struct is_padding_kind<key_padding_mask<L>> : std::true_type {};
+  template <std::size_t L> struct is_padding_kind<key_padding_length<L>> : std::true_type {};
   static constexpr bool is_bool = is_bool_kind<Kind>::value;
   static constexpr bool is_causal = is_causal_kind<Kind>::value;
   static constexpr bool is_padding = is_padding_kind<Kind>::value;

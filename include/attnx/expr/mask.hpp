@@ -9,6 +9,7 @@
 //   mask(S, blocked(M))           M an expression of bool, true = the key is masked out (PyTorch's bool
 //                                 attn_mask and key_padding_mask), broadcast to S's shape
 //   mask(S, additive(M))          S + M (M of 0 and -inf, or any bias), broadcast to S's shape
+//   mask(S, key_padding_mask(m))  m PyTorch's (B, L_k) bool key_padding_mask, true = padding (expr/padding.hpp)
 // Masks compose: mask(mask(S, causal), key_lengths(lens)).
 #pragma once
 
@@ -39,11 +40,11 @@ inline constexpr causal_mask<causal_alignment::top_left> causal{};
 inline constexpr causal_mask<causal_alignment::bottom_right> causal_bottom_right{};
 
 template <std::size_t Length>
-struct key_padding_mask {
+struct key_padding_length {
   static constexpr std::size_t length = Length;
 };
 template <std::size_t Length>
-inline constexpr key_padding_mask<Length> key_padding{};
+inline constexpr key_padding_length<Length> key_padding{};
 
 // Per-batch-item valid key counts, read from user memory (which must outlive the expression).
 struct key_lengths_mask {
@@ -174,7 +175,7 @@ constexpr auto mask(A&& a, causal_mask<Al> m, value_t<A> fill = -std::numeric_li
 }
 
 template <expression A, std::size_t Len>
-constexpr auto mask(A&& a, key_padding_mask<Len> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+constexpr auto mask(A&& a, key_padding_length<Len> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   using S = shape_of_t<A>;
   constexpr bool quiet = failed_v<A>;
   constexpr bool rank_ok = rules::check_matrix_scores<S, quiet>();
@@ -315,7 +316,7 @@ inline constexpr bool is_limit_mask = false;
 template <causal_alignment Al>
 inline constexpr bool is_limit_mask<causal_mask<Al>> = true;
 template <std::size_t L>
-inline constexpr bool is_limit_mask<key_padding_mask<L>> = true;
+inline constexpr bool is_limit_mask<key_padding_length<L>> = true;
 template <>
 inline constexpr bool is_limit_mask<key_lengths_mask> = true;
 

@@ -52,6 +52,7 @@ template <std::size_t... E> struct view_shape {};
 template <std::size_t... E> struct tensor_shape {};
 template <std::size_t N> struct value_rows {};
 template <std::size_t N> struct L_k {};
+template <std::size_t N> struct mask_batch {};
 template <class T> struct argument_type {};
 template <std::size_t N> struct argument_position {};
 template <class T> struct element_type {};
@@ -94,6 +95,9 @@ template <class... Facts> struct mask_needs_rank_2_scores { static constexpr boo
 template <class... Facts> struct mask_must_be_boolean { static constexpr bool value = false; };
 template <class... Facts> struct bool_mask_needs_polarity { static constexpr bool value = false; };
 template <class... Facts> struct key_length_exceeds_keys { static constexpr bool value = false; };
+template <class... Facts> struct key_padding_mask_shape { static constexpr bool value = false; };
+template <class... Facts> struct key_padding_mask_temporary { static constexpr bool value = false; };
+template <class... Facts> struct key_padding_mask_unbatched_scores { static constexpr bool value = false; };
 template <class... Facts> struct softmax_axis_is_not_last { static constexpr bool value = false; };
 template <class... Facts> struct softmax_needs_rank_1 { static constexpr bool value = false; };
 template <class... Facts> struct assignment_extents_differ { static constexpr bool value = false; };
