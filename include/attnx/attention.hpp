@@ -60,6 +60,7 @@ constexpr auto apply_masks(S&& s, M&& m, Ms&&... ms) {
 }
 }  // namespace detail
 
+// softmax(mask(Q K^T / sqrt(d_k))) with the masks in order: the attention weights (L_q x L_k per head), lazy.
 template <expression Q, expression K, class... Masks>
 constexpr auto attention_weights(Q&& q, K&& k, Masks&&... masks) {
   return softmax(detail::apply_masks(scaled_scores(std::forward<Q>(q), std::forward<K>(k)), std::forward<Masks>(masks)...));
@@ -70,6 +71,7 @@ constexpr auto attention_weights(Q&&, K&&, Masks&&...) {
   return foreign_arguments<Q, K>();
 }
 
+// Scaled dot-product attention: attention_weights(Q, K, masks...) * V, lazy (the fused kernel where it applies).
 template <expression Q, expression K, expression V, class... Masks>
 constexpr auto attention(Q&& q, K&& k, V&& v, Masks&&... masks) {
   using SK = shape_of_t<K>;

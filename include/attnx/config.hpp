@@ -64,6 +64,7 @@ namespace attnx::detail {
 #endif
 
 namespace attnx {
+// Tensors of at most this many bytes keep their elements inline; larger ones on the heap (ATTNX_INLINE_BYTES).
 inline constexpr std::size_t inline_bytes = ATTNX_INLINE_BYTES;
 // Heap buffers are aligned for the widest vector loads (AVX-512: 64 bytes).
 inline constexpr std::size_t heap_alignment = 64;

@@ -57,6 +57,7 @@ dims_t<R - 1> drop_last_dim(const dims_t<R>& d) {
 }
 }  // namespace detail
 
+// An attention's output with each row's log-sum-exp: what merge_states combines (attention over split keys).
 template <class T, class OutShape>
 struct attention_state {
   using out_shape = OutShape;

@@ -25,9 +25,11 @@ namespace attnx {
 // Every node and terminal derives from this tag.
 struct expression_tag {};
 
+// An attnx expression: a node or terminal (derived from expression_tag).
 template <class E>
 concept expression = std::derived_from<std::remove_cvref_t<E>, expression_tag>;
 
+// The element type and the shape (an attnx::shape) of an expression E.
 template <class E>
 using value_t = typename std::remove_cvref_t<E>::value_type;
 template <class E>
@@ -57,6 +59,7 @@ template <class T, class S>
 struct is_tensor<basic_tensor<T, S>> : std::true_type {};
 }  // namespace detail
 
+// Whether E is a tensor (owns its elements), not a view or a node.
 template <class E>
 inline constexpr bool is_tensor_v = detail::is_tensor<std::remove_cvref_t<E>>::value;
 
@@ -65,6 +68,7 @@ template <class E>
 using stored_t = std::conditional_t<is_tensor_v<E> && std::is_lvalue_reference_v<E>,
                                     tensor_ref<value_t<E>, shape_of_t<E>>, std::remove_cvref_t<E>>;
 
+// The operand as a node stores it (stored_t<E>): a reference to an lvalue tensor, else the value moved in.
 template <class E>
 constexpr stored_t<E> store(E&& e) {
   if constexpr (is_tensor_v<E> && std::is_lvalue_reference_v<E>) {

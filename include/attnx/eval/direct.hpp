@@ -28,6 +28,7 @@ struct lhs_in_memory : std::bool_constant<dense_terminal<A>> {};
 template <class A>
 struct lhs_in_memory<evaluated_once_expr<A>> : std::true_type {};
 
+// A product evaluated whole before it is read (the blocked GEMM), for the evaluators that need its rows.
 template <class E>
 struct product {
   static constexpr bool value = false;

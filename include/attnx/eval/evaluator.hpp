@@ -131,6 +131,7 @@ constexpr bool same_layout() {
 
 }  // namespace detail
 
+// The evaluator of E read through the broadcasting of shape To (extents of 1 repeated).
 template <class To, class E>
 struct broadcast_evaluator {
   static constexpr bool is_static = shape_of_t<E>::is_static && To::is_static;

@@ -39,6 +39,7 @@
 namespace attnx {
 namespace fused {
 
+// The fused kernel's problem description (kernels/attention_problem.hpp).
 template <class T>
 using problem = kernels::attention_problem<T>;
 
@@ -335,6 +336,7 @@ bool run(T* dst, const merge_heads_expr<E>& m, const context& ctx) {
 template <class E>
 inline constexpr bool is_fused_v = fused::pattern<std::remove_cvref_t<E>>::value;
 
+// An expression that runs as the fused attention kernel (is_fused_v).
 template <class E>
 concept fused_attention = is_fused_v<E>;
 

@@ -33,6 +33,7 @@
 
 namespace attnx {
 
+// How expressions are computed at run time: threads, instruction set, fused kernel, blocked GEMM (above).
 class context {
   using enum exec::detail::memory_order;  // every setting and counter is relaxed: memory_order_relaxed
 

@@ -45,6 +45,7 @@
 
 namespace attnx::exec {
 
+// The memory layer's settings: alignment, the per-thread cache of large blocks (on unless ATTNX_NO_BLOCK_CACHE: blocks from cache_min_bytes to cache_max_bytes, cache_slots of them), and huge pages for blocks of huge_page_min_bytes or more.
 inline constexpr std::size_t memory_alignment = 64;
 #if defined(ATTNX_NO_BLOCK_CACHE)
 inline constexpr bool block_cache_enabled = false;

@@ -30,6 +30,7 @@ unsigned max_threads() noexcept;
 // Workers already started stay; no new ones start beyond the bound. 0 restores the default.
 void set_max_threads(unsigned n);
 
+// The pool of worker threads that parallel_for runs on (one per process, started on first use).
 class thread_pool {
  public:
   using job_fn = void (*)(void* arg, unsigned slot);

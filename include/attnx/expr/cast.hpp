@@ -16,6 +16,7 @@
 
 namespace attnx {
 
+// cast<T>(a): a's elements converted to T (the node).
 template <class T, class A>
 class cast_expr : public unary_node<A, T> {
  public:

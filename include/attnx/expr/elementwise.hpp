@@ -20,6 +20,7 @@
 namespace attnx {
 
 namespace ops {
+// The element-wise operations of the nodes: one function object per operation, applied to one element (or a pair).
 struct plus { template <class A, class B> constexpr auto operator()(A a, B b) const { return a + b; } };
 struct minus { template <class A, class B> constexpr auto operator()(A a, B b) const { return a - b; } };
 struct multiplies { template <class A, class B> constexpr auto operator()(A a, B b) const { return a * b; } };
@@ -72,6 +73,7 @@ struct maximum { template <class A> constexpr A operator()(A a, A b) const { ret
 struct minimum { template <class A> constexpr A operator()(A a, A b) const { return a != a ? a : b != b ? b : b < a ? b : a; } };
 }  // namespace ops
 
+// Op(a) element-wise: exp, log, tanh, sqrt, abs, square, the activations, logical not.
 template <class Op, class A>
 class unary_expr : public unary_node<A> {
  public:
@@ -204,6 +206,7 @@ constexpr auto make_unary(A&& a) {
   }
 }
 
+// A number (an integer or floating-point type): the other operand of expression (op) number.
 template <class S>
 concept arithmetic = std::is_arithmetic_v<std::remove_cvref_t<S>>;
 
@@ -271,6 +274,7 @@ template <class A, arithmetic S>
   requires any_foreign<A>
 constexpr auto temperature(A&&, S) { return foreign_arguments<A>(); }
 
+// exp, log, tanh, sqrt, abs, square and the activations (relu, sigmoid, silu, gelu, gelu_tanh: ops above) element-wise.
 template <expression A> constexpr auto exp(A&& a) { return make_unary<ops::exp>(std::forward<A>(a)); }
 template <expression A> constexpr auto log(A&& a) { return make_unary<ops::log>(std::forward<A>(a)); }
 template <expression A> constexpr auto tanh(A&& a) { return make_unary<ops::tanh>(std::forward<A>(a)); }

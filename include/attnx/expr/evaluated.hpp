@@ -18,12 +18,14 @@
 
 namespace attnx {
 
+// evaluated_once(a): a computed once into a temporary when the expression is evaluated, then read from it.
 template <class A>
 class evaluated_once_expr : public unary_node<A> {
  public:
   using unary_node<A>::unary_node;
 };
 
+// evaluated_once(a): a computed once per evaluation and read from there (a sub-expression read many times).
 template <expression A>
 constexpr auto evaluated_once(A&& a) {
   if constexpr (failed_v<A>) {

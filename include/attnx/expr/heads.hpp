@@ -28,6 +28,7 @@ constexpr std::size_t extent_times(std::size_t a, std::size_t b) { return a == d
 constexpr std::size_t extent_over(std::size_t a, std::size_t b) { return a == dyn ? dyn : a / b; }
 }  // namespace detail
 
+// The nodes of split_heads, merge_heads and repeat_heads (below); they move no data, they index.
 template <std::size_t H, class A>
 class split_heads_expr : public unary_node<A> {
   using S = shape_of_t<A>;
@@ -51,6 +52,7 @@ class split_heads_expr : public unary_node<A> {
   }
 };
 
+// merge_heads(x)'s node.
 template <class A>
 class merge_heads_expr : public unary_node<A> {
   using S = shape_of_t<A>;
@@ -72,6 +74,7 @@ class merge_heads_expr : public unary_node<A> {
   }
 };
 
+// repeat_heads<G>(x)'s node.
 template <std::size_t G, class A>
 class repeat_heads_expr : public unary_node<A> {
   using S = shape_of_t<A>;
@@ -90,6 +93,7 @@ class repeat_heads_expr : public unary_node<A> {
   }
 };
 
+// split_heads<H>(x): (..., L, H * d) seen as (..., H, L, d), head h the columns [h d, (h + 1) d).
 template <std::size_t H, expression A>
 constexpr auto split_heads(A&& a) {
   using S = shape_of_t<A>;
@@ -116,6 +120,7 @@ constexpr auto split_heads(A&& a) {
   }
 }
 
+// merge_heads(x): (..., H, L, d) seen as (..., L, H * d), the inverse of split_heads.
 template <expression A>
 constexpr auto merge_heads(A&& a) {
   using S = shape_of_t<A>;
@@ -131,6 +136,7 @@ constexpr auto merge_heads(A&& a) {
   }
 }
 
+// repeat_heads<G>(x): (..., H, L, d) as (..., H * G, L, d), each head G times (grouped-query attention's K and V).
 template <std::size_t G, expression A>
 constexpr auto repeat_heads(A&& a) {
   using S = shape_of_t<A>;

@@ -17,6 +17,7 @@
 
 namespace attnx {
 
+// map(a, f): f applied to each element of a (the node).
 template <class F, class A>
 class map_expr : public unary_node<A, std::remove_cvref_t<std::invoke_result_t<const F&, value_t<A>>>> {
  public:

@@ -30,8 +30,10 @@
 
 namespace attnx {
 
+// The causal masks: top-left aligned (PyTorch's is_causal: key j visible to query i iff j <= i) or bottom-right (FlashAttention-2's: iff j <= i + L_k - L_q).
 enum class causal_alignment { top_left, bottom_right };
 
+// causal and causal_bottom_right: the two causal masks, as values for mask() and attention().
 template <causal_alignment Align>
 struct causal_mask {
   static constexpr causal_alignment alignment = Align;
@@ -39,6 +41,7 @@ struct causal_mask {
 inline constexpr causal_mask<causal_alignment::top_left> causal{};
 inline constexpr causal_mask<causal_alignment::bottom_right> causal_bottom_right{};
 
+// key_padding<N>: the keys j >= N blocked, N known at compile time.
 template <std::size_t Length>
 struct key_padding_length {
   static constexpr std::size_t length = Length;
@@ -53,6 +56,7 @@ struct key_lengths_mask {
 };
 constexpr key_lengths_mask key_lengths(std::span<const std::size_t> lens) noexcept { return {lens.data(), lens.size()}; }
 
+// additive(M): M added to the scores (a bias, or 0 and -inf), broadcast to their shape.
 template <class M>
 struct additive_mask {
   M mask;
@@ -73,6 +77,7 @@ struct bool_mask {
   M mask;
 };
 
+// mask(S, kind, fill): the node; kind one of the masks above, fill the value of a blocked score.
 template <class A, class Kind>
 class masked_expr : public expression_tag {
  public:

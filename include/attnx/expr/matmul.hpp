@@ -19,6 +19,7 @@
 
 namespace attnx {
 
+// a * b between two expressions: the matrix product (batched over leading axes), the node.
 template <class A, class B>
 class matmul_expr : public binary_node<A, B> {
  public:
@@ -128,6 +129,7 @@ constexpr auto matmul(A&&, B&&) {
   return foreign_arguments<A, B>();
 }
 
+// transpose(a): a's last two axes swapped (a view of the operand, no copy).
 template <expression A>
 constexpr auto transpose(A&& a) {
   using S = shape_of_t<A>;

@@ -26,6 +26,7 @@
 
 namespace attnx {
 
+// The normalisations of layer_norm (mean and variance) and rms_norm (root mean square).
 enum class norm_kind { layer, rms };
 
 // W and B: rank-1 expressions, or scalar<T>(1) / scalar<T>(0) when not given.
@@ -49,6 +50,7 @@ class norm_expr : public expression_tag {
   value_type eps_;
 };
 
+// log_softmax(a) along the last axis, the node.
 template <class A>
 class log_softmax_expr : public unary_node<A> {
  public:

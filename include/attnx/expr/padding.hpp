@@ -55,6 +55,7 @@ constexpr bool check_key_padding_scores() {
 }
 }  // namespace rules
 
+// key_padding_mask(m): PyTorch's key_padding_mask (bool (B, L_k) or (L_k), true = padding), for mask() and attention().
 template <expression M>
   requires dense_terminal<M>
 constexpr auto key_padding_mask(M&& m) {
@@ -87,6 +88,7 @@ template <std::size_t B, std::size_t Lk>
 inline constexpr bool is_mask_kind<padding_mask<B, Lk>> = true;
 }  // namespace detail
 
+// mask(S, key_padding_mask(m)): blocked(m) with m seen as (B, 1, ..., 1, L_k), of S's rank.
 template <expression A, std::size_t B, std::size_t Lk>
 constexpr auto mask(A&& a, padding_mask<B, Lk> m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
   constexpr std::size_t R = shape_of_t<A>::rank;

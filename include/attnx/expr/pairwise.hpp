@@ -166,6 +166,7 @@ struct bound_additive {
   }
 };
 
+// Additive (Bahdanau) similarity w . tanh(q + k) between every query and key, as a score function.
 template <class W>
 struct additive_similarity {
   W w;
@@ -188,6 +189,7 @@ struct additive_similarity {
   }
 };
 
+// similarity::additive(w): the additive similarity with weight vector w.
 template <expression W>
 constexpr auto additive(W&& w) {
   return additive_similarity<stored_t<W>>{store(std::forward<W>(w))};
@@ -252,6 +254,7 @@ struct pairwise_shape<SQ, SK, true> {
 template <class SQ, class SK>
 using pairwise_shape_t = typename detail::pairwise_shape<SQ, SK>::type;
 
+// F(q_i, k_j) for every query row i and key row j (the pairwise scores), the node.
 template <class F, class Q, class K>
 class pairwise_expr : public expression_tag {
  public:

@@ -36,6 +36,7 @@
 
 namespace attnx {
 
+// Rotary position embedding layouts: none, interleaved pairs (2i, 2i + 1; GPT-J, the RoFormer paper), halves (i, i + d/2; GPT-NeoX, Llama).
 enum class rope_style { none, interleaved, half };
 
 namespace detail {
@@ -74,6 +75,7 @@ constexpr void rope_rotate(T* x, std::size_t d, const T* c, const T* s, rope_sty
 }
 }  // namespace detail
 
+// rotary(a, style, offset, base): the node.
 template <class A>
 class rotary_expr : public unary_node<A> {
  public:
@@ -103,6 +105,7 @@ constexpr bool check_rotary() {
 }
 }  // namespace rules
 
+// rotary(a, style, offset = 0, base = 10000): RoPE applied to a's rows, row i at position offset + i.
 template <expression A>
 constexpr auto rotary(A&& a, rope_style style, std::size_t offset = 0, double base = 10000.0) {
   using shape_a = shape_of_t<A>;
@@ -151,6 +154,7 @@ constexpr void fill_sinusoidal(basic_tensor<T, S>& t, std::size_t offset, double
 }
 }  // namespace detail
 
+// The sinusoidal position table of "Attention Is All You Need" (L x D), rows from position offset.
 template <class T, std::size_t L, std::size_t D>
 constexpr auto sinusoidal_positions(std::size_t offset = 0, double base = 10000.0) {
   static_assert(L != dyn, "attnx: sinusoidal_positions<T, L, D>: L must be static; for a run-time length use "

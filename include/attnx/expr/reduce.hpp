@@ -80,6 +80,7 @@ struct reduce_with {
 };
 }  // namespace detail
 
+// row_max(x), row_sum(x): the maximum and the sum of each row (last axis), keeping the rank (extent 1).
 template <expression A>
 constexpr auto row_max(A&& a) {
   using S = shape_of_t<A>;

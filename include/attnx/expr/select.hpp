@@ -22,6 +22,7 @@
 namespace attnx {
 
 namespace ops {
+// The comparisons as function objects: the elements of the comparison nodes (bool).
 struct less { template <class A> constexpr bool operator()(A a, A b) const { return a < b; } };
 struct less_equal { template <class A> constexpr bool operator()(A a, A b) const { return a <= b; } };
 struct greater { template <class A> constexpr bool operator()(A a, A b) const { return a > b; } };
@@ -30,6 +31,7 @@ struct equal_to { template <class A> constexpr bool operator()(A a, A b) const {
 struct not_equal_to { template <class A> constexpr bool operator()(A a, A b) const { return a != b; } };
 }  // namespace ops
 
+// where(c, a, b): a where c is true, else b, element-wise with broadcasting (the node).
 template <class C, class A, class B>
 class where_expr : public expression_tag {
  public:

@@ -185,6 +185,7 @@ constexpr void check_concat_dims(const dims_t<SA::rank>& a, const dims_t<SB::ran
 }
 }  // namespace rules
 
+// concat<Axis>(a, b): a and b one after the other along Axis (the other extents equal).
 template <std::size_t Axis, expression A, expression B>
 constexpr auto concat(A&& a, B&& b) {
   using SA = shape_of_t<A>;

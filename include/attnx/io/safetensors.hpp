@@ -115,6 +115,7 @@ inline constexpr std::array<std::string_view, 2> loadable_dtypes<std::int64_t>{"
 template <>
 inline constexpr std::array<std::string_view, 2> loadable_dtypes<bool>{"BOOL", "U8"};
 
+// One entry of a safetensors file's header: name, dtype, shape, byte offsets.
 struct tensor_info {
   std::string dtype;
   std::vector<std::size_t> shape;

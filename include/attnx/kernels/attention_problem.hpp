@@ -23,11 +23,13 @@
 
 namespace attnx::kernels {
 
+// The alignment of a causal mask.
 enum class causal_kind {
   top_left,     // key j visible to query i iff j <= i                (PyTorch is_causal)
   bottom_right  // key j visible to query i iff j <= i + (Lk - Lq)    (FlashAttention-2)
 };
 
+// What one step of the score program does to a score s_ij (in the order of the expression).
 enum class step_kind : unsigned char {
   multiply,             // s *= value
   divide,               // s /= value
@@ -41,6 +43,7 @@ enum class step_kind : unsigned char {
   additive_mask         // s += bias(b, h, i, j)
 };
 
+// One step of the score program: its kind and its operand.
 template <class T>
 struct score_step {
   step_kind kind = step_kind::multiply;
@@ -51,12 +54,14 @@ struct score_step {
   broadcast<const T> bias{};              // additive_mask
 };
 
+// At most this many steps per problem (an expression with more is evaluated without the kernel).
 inline constexpr std::size_t max_score_steps = 8;
 
 // How K and V are stored: in T, or (T = float only) as 16-bit attnx::bf16 / attnx::f16 values read into
 // float registers (k16 and v16 then name them; k and v are unused).
 enum class kv_storage : unsigned char { same, bf16, f16 };
 
+// One attention computation for the kernels: operands as strided matrix stacks, shape, score program.
 template <class T>  // float or double
 struct attention_problem {
   strided<const T> q;  // (batch, heads, lq, dk)

@@ -31,6 +31,7 @@ T weight_of(T x, T m) {
   return math::rt::exp(x - m);
 }
 
+// The merged state of one row: the running reference m and sum of weights l (the output is written in place).
 template <class T>
 struct merged_row {
   T m, l;  // reference and sum of weights; o is written by merge_partials

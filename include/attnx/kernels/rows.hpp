@@ -15,6 +15,7 @@
 
 namespace attnx::kernels {
 
+// The problem with its scores stored (the path above); i: the GEMM's instruction set, blocked_gemm: the context's setting.
 template <class T>
 void attention_rows(const attention_problem<T>& p, simd::isa i, bool blocked_gemm, unsigned threads);
 #if !ATTNX_HEADER_ONLY

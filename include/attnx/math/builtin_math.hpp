@@ -26,14 +26,13 @@ ATTNX_RT_MATH(cos)
 ATTNX_RT_MATH(nearbyint)
 #undef ATTNX_RT_MATH
 
+// |x|, a * b + c with one rounding, and the classification, as the compiler's builtins (no <cmath>).
 inline float abs(float x) noexcept { return __builtin_fabsf(x); }
 inline double abs(double x) noexcept { return __builtin_fabs(x); }
 inline long double abs(long double x) noexcept { return __builtin_fabsl(x); }
-
 inline float fma(float a, float b, float c) noexcept { return __builtin_fmaf(a, b, c); }
 inline double fma(double a, double b, double c) noexcept { return __builtin_fma(a, b, c); }
 inline long double fma(long double a, long double b, long double c) noexcept { return __builtin_fmal(a, b, c); }
-
 template <class T>
 inline bool isfinite(T x) noexcept {
   return __builtin_isfinite(x);

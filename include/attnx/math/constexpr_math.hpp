@@ -32,9 +32,11 @@
 
 namespace attnx::math {
 
+// The element types the maths takes: float and double (IEEE-754 binary32 and binary64).
 template <class T>
 concept ieee_float = std::same_as<T, float> || std::same_as<T, double>;
 
+// +inf and a quiet NaN of T.
 template <ieee_float T>
 inline constexpr T infinity = std::numeric_limits<T>::infinity();
 template <ieee_float T>
@@ -66,6 +68,7 @@ constexpr typename ieee_bits<T>::uint abs_bits(T x) noexcept {
 
 }  // namespace detail
 
+// Classification on the bits (correct under -ffinite-math-only too): NaN, +-inf, finite, the sign bit.
 template <ieee_float T>
 constexpr bool isnan(T x) noexcept { return detail::abs_bits(x) > detail::ieee_bits<T>::exponent; }
 template <ieee_float T>
@@ -451,6 +454,7 @@ constexpr double sin_cos_f64(double x) noexcept {
 
 // --- constexpr implementations ---------------------------------------------------------------
 
+// e^x, constexpr (the header's table: error bounds of each function).
 template <ieee_float T>
 constexpr T cexp(T x) noexcept {
   if constexpr (std::same_as<T, double>) {
@@ -463,6 +467,7 @@ constexpr T cexp(T x) noexcept {
   }
 }
 
+// e^x - 1, constexpr.
 template <ieee_float T>
 constexpr T cexpm1(T x) noexcept {
   if constexpr (std::same_as<T, double>) {
@@ -474,6 +479,7 @@ constexpr T cexpm1(T x) noexcept {
   }
 }
 
+// sqrt(x), constexpr, correctly rounded.
 template <ieee_float T>
 constexpr T csqrt(T x) noexcept {
   if constexpr (std::same_as<T, double>) {
@@ -488,6 +494,7 @@ constexpr T csqrt(T x) noexcept {
   }
 }
 
+// tanh(x), constexpr.
 template <ieee_float T>
 constexpr T ctanh(T x) noexcept {
   if constexpr (std::same_as<T, double>) {
@@ -498,6 +505,7 @@ constexpr T ctanh(T x) noexcept {
   }
 }
 
+// ln(x), constexpr.
 template <ieee_float T>
 constexpr T clog(T x) noexcept {
   if constexpr (std::same_as<T, double>) {
@@ -511,15 +519,18 @@ constexpr T clog(T x) noexcept {
   }
 }
 
+// erf(x), constexpr.
 template <ieee_float T>
 constexpr T cerf(T x) noexcept {
   return static_cast<T>(detail::erf_f64(x));  // float: the double value rounded once (|erf| <= 1: in range)
 }
 
+// sin(x), constexpr.
 template <ieee_float T>
 constexpr T csin(T x) noexcept {
   return static_cast<T>(detail::sin_cos_f64<false>(x));  // float: the double value rounded once
 }
+// cos(x), constexpr.
 template <ieee_float T>
 constexpr T ccos(T x) noexcept {
   return static_cast<T>(detail::sin_cos_f64<true>(x));
@@ -537,48 +548,56 @@ constexpr T cexp_nonpositive(T x) noexcept {
 
 // --- dispatchers: constexpr kernels at compile time, the C library at run time ----------------
 
+// exp: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T exp(T x) noexcept {
   if (std::is_constant_evaluated()) return cexp(x);
   return math::rt::exp(x);
 }
 
+// expm1: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T expm1(T x) noexcept {
   if (std::is_constant_evaluated()) return cexpm1(x);
   return math::rt::expm1(x);
 }
 
+// sqrt: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T sqrt(T x) noexcept {
   if (std::is_constant_evaluated()) return csqrt(x);
   return math::rt::sqrt(x);
 }
 
+// tanh: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T tanh(T x) noexcept {
   if (std::is_constant_evaluated()) return ctanh(x);
   return math::rt::tanh(x);
 }
 
+// log: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T log(T x) noexcept {
   if (std::is_constant_evaluated()) return clog(x);
   return math::rt::log(x);
 }
 
+// erf: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T erf(T x) noexcept {
   if (std::is_constant_evaluated()) return cerf(x);
   return math::rt::erf(x);
 }
 
+// sin: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T sin(T x) noexcept {
   if (std::is_constant_evaluated()) return csin(x);
   return math::rt::sin(x);
 }
 
+// cos: the constexpr version above in a constant evaluation, the C library's at run time.
 template <ieee_float T>
 constexpr T cos(T x) noexcept {
   if (std::is_constant_evaluated()) return ccos(x);

@@ -15,6 +15,7 @@
 
 namespace attnx {
 
+// bfloat16: the upper 16 bits of a float (8-bit exponent, 7-bit mantissa), stored as 16 bits; converts to and from float, rounding to nearest even.
 struct bf16 {
   std::uint16_t bits = 0;
 
@@ -35,6 +36,7 @@ struct bf16 {
   }
 };
 
+// IEEE-754 binary16 (5-bit exponent, 10-bit mantissa), stored as 16 bits; converts to and from float, rounding to nearest even.
 struct f16 {
   std::uint16_t bits = 0;
 

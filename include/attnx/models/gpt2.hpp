@@ -31,6 +31,8 @@
 
 namespace attnx::models {
 
+// GPT-2 (token and position embeddings, Layers pre-norm blocks with GELU (tanh), final layer norm, LM head tied to
+// the token embedding): forward over a prompt, decoding over KV caches, greedy generation.
 template <class T, std::size_t Vocab, std::size_t Context, std::size_t D, std::size_t Heads, std::size_t Layers>
 struct gpt2 {
   static_assert(D % Heads == 0, "attnx: gpt2: d_model must be divisible by the number of heads");

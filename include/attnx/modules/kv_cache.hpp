@@ -53,6 +53,8 @@
 
 namespace attnx {
 
+// The keys and values of past positions for decoding: per batch item, up to a capacity of positions of KvHeads
+// heads, stored as Store (T, or bf16 / f16 for float).
 template <class T, std::size_t KvHeads, std::size_t Dk, std::size_t Dv = Dk, class Store = T>
 class kv_cache {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "attnx: kv_cache: T must be float or double");
@@ -385,6 +387,7 @@ class kv_cache {
   storage<Store, dyn> k_, v_;      // (batch, kv_heads, capacity, d), 64-byte aligned
 };
 
+// Whether C is a kv_cache.
 template <class C>
 inline constexpr bool is_kv_cache_v = false;
 template <class T, std::size_t G, std::size_t Dk, std::size_t Dv, class S>

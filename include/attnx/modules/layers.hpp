@@ -31,6 +31,7 @@
 
 namespace attnx::nn {
 
+// The activations of feed_forward (gelu_tanh: GPT-2's "gelu_new").
 enum class activation { relu, gelu, gelu_tanh, silu };
 
 // The slot of a parameter a layer does not have (no storage with [[no_unique_address]]).
@@ -126,6 +127,7 @@ struct layer_norm {
   static constexpr tensor<T, D> ones() { return tensor<T, D>::filled(T(1)); }
 };
 
+// x / sqrt(mean(x^2) + eps) * gain, over the last axis (Llama's RMSNorm).
 template <class T, std::size_t D>
 struct rms_norm {
   static constexpr std::size_t features = D;

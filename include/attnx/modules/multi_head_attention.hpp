@@ -84,6 +84,7 @@ class unit_batch_expr : public unary_node<A> {
   }
 };
 
+// drop_unit_batch(x): (1, ...) seen as (...), the inverse of add_unit_batch (the node; no data moves).
 template <class A>
 class drop_unit_batch_expr : public unary_node<A> {
  public:
@@ -209,6 +210,8 @@ constexpr decltype(auto) reuse(Y& y) {
 }
 }  // namespace detail
 
+// Multi-head attention with its weights (W_Q, W_K, W_V, W_O, optional biases): self- and cross-attention, GQA,
+// RoPE, masks, KV-cache decoding (the header's comment); Storage: weights owned, or views of the caller's.
 template <class T, std::size_t DModel, std::size_t Heads, mha_options Opt = mha_options{},
           weights_storage Storage = weights_storage::owned>
 class multi_head_attention {

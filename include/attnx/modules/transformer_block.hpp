@@ -39,6 +39,7 @@
 
 namespace attnx::nn {
 
+// Where a block normalises: before each sublayer (pre-norm, GPT-2) or after its residual sum (post-norm, the original Transformer).
 enum class norm_position { pre, post };
 
 // The memory of a cross-attention sub-layer and its masks (key_lengths(...), key_padding<N>, allowed(m) / blocked(m)): an lvalue
@@ -113,6 +114,8 @@ constexpr mha_options without_rope(mha_options o) {
 }
 }  // namespace detail
 
+// A transformer block: self-attention (and cross-attention when CrossAttention) and a feed-forward sublayer, each
+// with a residual connection and a layer norm (before or after, Norm).
 template <class T, std::size_t D, std::size_t Heads, std::size_t Hidden, activation Act = activation::gelu,
           norm_position Norm = norm_position::pre, mha_options Opt = mha_options{}, bool CrossAttention = false>
 struct transformer_block {

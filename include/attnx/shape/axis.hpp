@@ -23,6 +23,7 @@ struct anon {};
 // a dyn extent is checked once, when the expression node is built, and throws attnx::extent_error.
 inline constexpr std::size_t dyn = static_cast<std::size_t>(-1);
 
+// An axis: its name (anon for none) and its extent (a number or dyn), as a type.
 template <class Name, std::size_t N>
 struct axis {
   using name = Name;
@@ -45,6 +46,7 @@ struct extent_value<dyn> {
   constexpr operator std::size_t() const noexcept { return value; }
 };
 
+// Whether T is an axis<Name, N>.
 template <class T>
 inline constexpr bool is_axis_v = false;
 template <class Name, std::size_t N>
@@ -63,9 +65,11 @@ struct d_k {};
 struct d_v {};
 }  // namespace names
 
+// An axis of any name as a template argument: attnx::ax<tokens, 7>.
 template <class Name, std::size_t N>
 inline constexpr axis<Name, N> ax{};
 
+// The predefined names as template arguments: tensor<float, batch<2>, seq<dyn>, d_model<512>>.
 template <std::size_t N> inline constexpr axis<names::batch, N> batch{};
 template <std::size_t N> inline constexpr axis<names::heads, N> heads{};
 template <std::size_t N> inline constexpr axis<names::seq, N> seq{};
@@ -94,6 +98,7 @@ using axis_of = typename std::conditional_t<is_axis_v<std::remove_cvref_t<declty
 template <class A, class B>
 inline constexpr bool names_unify_v = std::is_same_v<A, B> || std::is_same_v<A, anon> || std::is_same_v<B, anon>;
 
+// The name two unifying names give: the named one (or anon when both are unnamed).
 template <class A, class B>
 using unified_name_t = std::conditional_t<std::is_same_v<A, anon>, B, A>;
 

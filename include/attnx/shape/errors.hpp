@@ -76,6 +76,7 @@ struct extents_fact<Fact, S, std::index_sequence<I...>> {
   using type = Fact<S::extents[I]...>;
 };
 }  // namespace detail
+// A shape S as the fact target_shape<E...> (source_shape, view_shape, tensor_shape): its extents in the message.
 template <class S> using target_shape_of = typename detail::extents_fact<target_shape, S>::type;
 template <class S> using source_shape_of = typename detail::extents_fact<source_shape, S>::type;
 template <class S> using view_shape_of = typename detail::extents_fact<view_shape, S>::type;
@@ -142,6 +143,7 @@ template <class State> struct first_state {};
 template <class... States> struct other_states {};
 template <class... Facts> struct merge_state_types_differ { static constexpr bool value = false; };
 
+// holds<Rule<Facts...>>: false, the failed rule named with its facts in the compiler's message (docs/errors.md).
 template <class Rule>
 inline constexpr bool holds = Rule::value;
 

@@ -20,6 +20,7 @@
 
 namespace attnx {
 
+// A shape: its axes (names and extents) as types; rank, extents, size, whether every extent is static.
 template <class... Axes>
 struct shape {
   static_assert((is_axis_v<Axes> && ...), "attnx: shape<...> takes attnx::axis types");
@@ -40,11 +41,13 @@ struct shape {
   static constexpr std::size_t extent = axis_t<I>::extent;
 };
 
+// Whether T is an attnx::shape.
 template <class T>
 inline constexpr bool is_shape_v = false;
 template <class... A>
 inline constexpr bool is_shape_v<shape<A...>> = true;
 
+// The shape of template arguments E...: numbers, dyn or named axes (tensor<float, seq<dyn>, 64>'s shape).
 template <auto... E>
 using make_shape = shape<axis_of<E>...>;
 
@@ -152,6 +155,7 @@ struct broadcast_shape<A, B, std::index_sequence<I...>> {
 };
 }  // namespace detail
 
+// The shape of an element-wise operation on shapes A and B (right-aligned; an extent of 1 repeats).
 template <class A, class B>
 using broadcast_shape_t =
     typename detail::broadcast_shape<A, B, std::make_index_sequence<(A::rank > B::rank ? A::rank : B::rank)>>::type;
@@ -161,6 +165,7 @@ using broadcast_shape_t =
 template <std::size_t R>
 using dims_t = std::array<std::size_t, R>;
 
+// The element count of extents d, and its last extent (the columns; 1 for rank 0).
 template <std::size_t R>
 constexpr std::size_t dims_size(const dims_t<R>& d) noexcept {
   std::size_t n = 1;

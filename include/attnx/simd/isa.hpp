@@ -37,6 +37,7 @@ struct avx512_t {
   static constexpr isa id = isa::avx512;
 };
 
+// "scalar", "avx2" or "avx512".
 constexpr std::string_view name(isa i) noexcept {
   return i == isa::avx512 ? "avx512" : i == isa::avx2 ? "avx2" : "scalar";
 }

@@ -21,6 +21,7 @@
 
 namespace attnx {
 
+// A shape over memory the caller owns (row-major, contiguous): view<const float, L, D>(p, n) reads, view<float, ...> writes.
 template <class T, class Shape>
 class basic_view : public expression_tag, public detail::extents_holder<Shape, false> {
   using element = std::remove_const_t<T>;

@@ -41,6 +41,7 @@ constexpr const T& clamp(const T& v, const T& lo, const T& hi) {
   return v < lo ? lo : hi < v ? hi : v;
 }
 
+// constexpr versions of the <algorithm> functions the headers use (without including <algorithm>).
 template <class It, class T>
 constexpr void fill(It first, It last, const T& value) {
   for (; first != last; ++first) *first = value;
@@ -69,6 +70,7 @@ constexpr Out copy_n(In first, Size n, Out out) {
   return out;
 }
 
+// Whether [first, last) equals the range that starts at other.
 template <class It1, class It2>
 constexpr bool equal(It1 first, It1 last, It2 other) {
   for (; first != last; ++first, ++other)
@@ -76,6 +78,7 @@ constexpr bool equal(It1 first, It1 last, It2 other) {
   return true;
 }
 
+// Whether pred holds for every element of [first, last).
 template <class It, class Pred>
 constexpr bool all_of(It first, It last, Pred pred) {
   for (; first != last; ++first)
