@@ -15,6 +15,8 @@
 //                           for k = 0..3, then reduce_quads(c) is reduce_lanes(a), bit for bit
 //   transpose_quads(c, d)   (AVX-512 float only) the 4 x 4 transpose within each 128-bit lane of c[0..4): with c[x]
 //                           = reduce_quad of four rows' vectors for key x, d[r] = reduce_quad of row r's four keys
+//   transpose(src, ld, dst, ldd)  the W x W block of W rows at src, src + ld, ... (unaligned) written transposed:
+//                           dst[c * ldd + r] = src[r * ld + c] (dst + c * ldd aligned)
 //   fma_exact(a, b, c)      a * b + c with one rounding on every path
 //   div_or_zero(a, l)       a / l, and 0 where l == 0
 //   max_keep(x, m)          max, m where x is NaN (x86 maxps: NaN -> second operand)
@@ -69,6 +71,7 @@ struct vec<T, scalar_t> {
   static T reduce_add(reg x) { return x; }
   static T reduce_max(reg x) { return x; }
   static void store(T* p, reg x) { *p = x; }
+  static void transpose(const T* src, std::size_t, T* dst, std::size_t) { *dst = *src; }
   static reg add(reg a, reg b) { return a + b; }
   static reg sub(reg a, reg b) { return a - b; }
   static reg mul(reg a, reg b) { return a * b; }

@@ -52,6 +52,26 @@ struct vec<float, avx2_t> {
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
   }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
+  // 8 x 8: pairs of rows interleaved (32-bit), then pairs of those (64-bit): u[g][k]'s 128-bit lane L holds column
+  // 4 L + k of rows 4 g .. 4 g + 3; one round of 128-bit lane permutes joins each column's two halves.
+  static void transpose(const float* src, std::size_t ld, float* dst, std::size_t ldd) {
+    __m256 t[8], u[2][4];
+    for (std::size_t p = 0; p < 4; ++p) {
+      const __m256 a = _mm256_loadu_ps(src + 2 * p * ld), b = _mm256_loadu_ps(src + (2 * p + 1) * ld);
+      t[2 * p] = _mm256_unpacklo_ps(a, b);
+      t[2 * p + 1] = _mm256_unpackhi_ps(a, b);
+    }
+    for (std::size_t g = 0; g < 2; ++g)
+      for (std::size_t h = 0; h < 2; ++h) {
+        const __m256d x = _mm256_castps_pd(t[4 * g + h]), y = _mm256_castps_pd(t[4 * g + 2 + h]);
+        u[g][2 * h] = _mm256_castpd_ps(_mm256_unpacklo_pd(x, y));
+        u[g][2 * h + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(x, y));
+      }
+    for (std::size_t k = 0; k < 4; ++k) {
+      _mm256_store_ps(dst + k * ldd, _mm256_permute2f128_ps(u[0][k], u[1][k], 0x20));
+      _mm256_store_ps(dst + (4 + k) * ldd, _mm256_permute2f128_ps(u[0][k], u[1][k], 0x31));
+    }
+  }
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
@@ -122,6 +142,17 @@ struct vec<double, avx2_t> {
     return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
   }
   static void store(double* p, reg x) { _mm256_store_pd(p, x); }
+  // 4 x 4: pairs of rows interleaved (column 2 L + k of the pair in 128-bit lane L), then the lanes joined.
+  static void transpose(const double* src, std::size_t ld, double* dst, std::size_t ldd) {
+    const __m256d r0 = _mm256_loadu_pd(src), r1 = _mm256_loadu_pd(src + ld), r2 = _mm256_loadu_pd(src + 2 * ld),
+                  r3 = _mm256_loadu_pd(src + 3 * ld);
+    const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1), t2 = _mm256_unpacklo_pd(r2, r3),
+                  t3 = _mm256_unpackhi_pd(r2, r3);
+    _mm256_store_pd(dst, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_store_pd(dst + ldd, _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_store_pd(dst + 2 * ldd, _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_store_pd(dst + 3 * ldd, _mm256_permute2f128_pd(t1, t3, 0x31));
+  }
   static reg add(reg a, reg b) { return _mm256_add_pd(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_pd(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_pd(a, b); }

@@ -96,6 +96,30 @@ struct vec<float, avx512_t> {
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
   }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
+  // (The mask forms, as above.) 16 x 16: pairs of rows interleaved (32-bit), then pairs of those (64-bit): vector u[g][k]'s 128-bit lane L holds
+  // column 4 L + k of rows 4 g .. 4 g + 3; two rounds of 128-bit lane shuffles gather each column's four lanes.
+  static void transpose(const float* src, std::size_t ld, float* dst, std::size_t ldd) {
+    __m512 t[16], u[4][4];
+    for (std::size_t p = 0; p < 8; ++p) {
+      const __m512 a = _mm512_loadu_ps(src + 2 * p * ld), b = _mm512_loadu_ps(src + (2 * p + 1) * ld);
+      t[2 * p] = _mm512_maskz_unpacklo_ps(all, a, b);
+      t[2 * p + 1] = _mm512_maskz_unpackhi_ps(all, a, b);
+    }
+    for (std::size_t g = 0; g < 4; ++g)
+      for (std::size_t h = 0; h < 2; ++h) {
+        const __m512d x = _mm512_castps_pd(t[4 * g + h]), y = _mm512_castps_pd(t[4 * g + 2 + h]);
+        u[g][2 * h] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xff, x, y));
+        u[g][2 * h + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xff, x, y));
+      }
+    for (std::size_t k = 0; k < 4; ++k) {
+      const __m512 v0 = _mm512_maskz_shuffle_f32x4(all, u[0][k], u[1][k], 0x88), v1 = _mm512_maskz_shuffle_f32x4(all, u[0][k], u[1][k], 0xDD);
+      const __m512 w0 = _mm512_maskz_shuffle_f32x4(all, u[2][k], u[3][k], 0x88), w1 = _mm512_maskz_shuffle_f32x4(all, u[2][k], u[3][k], 0xDD);
+      _mm512_store_ps(dst + k * ldd, _mm512_maskz_shuffle_f32x4(all, v0, w0, 0x88));
+      _mm512_store_ps(dst + (8 + k) * ldd, _mm512_maskz_shuffle_f32x4(all, v0, w0, 0xDD));
+      _mm512_store_ps(dst + (4 + k) * ldd, _mm512_maskz_shuffle_f32x4(all, v1, w1, 0x88));
+      _mm512_store_ps(dst + (12 + k) * ldd, _mm512_maskz_shuffle_f32x4(all, v1, w1, 0xDD));
+    }
+  }
   static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
@@ -170,6 +194,24 @@ struct vec<double, avx512_t> {
     return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
   }
   static void store(double* p, reg x) { _mm512_store_pd(p, x); }
+  // 8 x 8: pairs of rows interleaved, t[p][k]'s 128-bit lane L holding column 2 L + k of rows 2 p, 2 p + 1; two rounds
+  // of 128-bit lane shuffles gather each column's four lanes.
+  static void transpose(const double* src, std::size_t ld, double* dst, std::size_t ldd) {
+    __m512d t[4][2];
+    for (std::size_t p = 0; p < 4; ++p) {
+      const __m512d a = _mm512_loadu_pd(src + 2 * p * ld), b = _mm512_loadu_pd(src + (2 * p + 1) * ld);
+      t[p][0] = _mm512_maskz_unpacklo_pd(0xff, a, b);
+      t[p][1] = _mm512_maskz_unpackhi_pd(0xff, a, b);
+    }
+    for (std::size_t k = 0; k < 2; ++k) {
+      const __m512d v0 = _mm512_maskz_shuffle_f64x2(0xff, t[0][k], t[1][k], 0x88), v1 = _mm512_maskz_shuffle_f64x2(0xff, t[0][k], t[1][k], 0xDD);
+      const __m512d w0 = _mm512_maskz_shuffle_f64x2(0xff, t[2][k], t[3][k], 0x88), w1 = _mm512_maskz_shuffle_f64x2(0xff, t[2][k], t[3][k], 0xDD);
+      _mm512_store_pd(dst + k * ldd, _mm512_maskz_shuffle_f64x2(0xff, v0, w0, 0x88));
+      _mm512_store_pd(dst + (4 + k) * ldd, _mm512_maskz_shuffle_f64x2(0xff, v0, w0, 0xDD));
+      _mm512_store_pd(dst + (2 + k) * ldd, _mm512_maskz_shuffle_f64x2(0xff, v1, w1, 0x88));
+      _mm512_store_pd(dst + (6 + k) * ldd, _mm512_maskz_shuffle_f64x2(0xff, v1, w1, 0xDD));
+    }
+  }
   static reg add(reg a, reg b) { return _mm512_add_pd(a, b); }
   static reg sub(reg a, reg b) { return _mm512_sub_pd(a, b); }
   static reg mul(reg a, reg b) { return _mm512_mul_pd(a, b); }

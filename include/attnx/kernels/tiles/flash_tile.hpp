@@ -432,11 +432,15 @@ struct kernel {
     q.poison = q.limit + max_score_steps * MQ;
     q.skipped = false;
     const T* qp = p.q.matrix(b, h) + sz(q.i0) * p.q.row;
-    // Column by column: the first column's loads touch every row at once (the misses overlap), the next ones hit
-    // L1; the stores are contiguous.
+    // Q^T in blocks of W x W (vector loads of W rows, transposed in registers: a column at a time it was W scalar
+    // loads per vector stored); the rows and columns past the last whole block element by element, zero rows after.
+    const std::size_t rows_w = p.q.row > 0 ? q.rows / W * W : 0, dk_w = p.dk / W * W;
+    const auto ld = static_cast<std::size_t>(p.q.row);
+    for (std::size_t d = 0; d < dk_w; d += W)
+      for (std::size_t r = 0; r < rows_w; r += W) V::transpose(qp + r * ld + d, ld, q.qt + d * MQ + r, MQ);
     for (std::size_t d = 0; d < p.dk; ++d) {
       T* dst = q.qt + d * MQ;
-      for (std::size_t r = 0; r < q.rows; ++r) dst[r] = qp[sz(r) * p.q.row + sz(d)];
+      for (std::size_t r = d < dk_w ? rows_w : 0; r < q.rows; ++r) dst[r] = qp[sz(r) * p.q.row + sz(d)];
       for (std::size_t r = q.rows; r < MQ; ++r) dst[r] = T(0);
     }
     // Limits per step and row (padding rows repeat the last row's), and the skip point.
