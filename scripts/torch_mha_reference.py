@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes torch.nn.MultiheadAttention's state dict, an input, boolean masks in PyTorch's polarity and the module's
 outputs (the attention output and the head-averaged weights, PyTorch's defaults) as one safetensors file, read by
-tests/unit/test_torch_weights.cpp.
+tests/unit/test_torch_weights.cpp and examples/port_pytorch.cpp.
 
     /usr/bin/python3 scripts/torch_mha_reference.py [OUTPUT]   (default: tests/data/torch_mha.safetensors)
 
