@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "attnx/config.hpp"
@@ -68,19 +69,38 @@ template <std::size_t N> struct source_size {};
 template <std::size_t N> struct target_size {};
 template <std::size_t N> struct mask_count {};
 
+// A shape with a dyn axis as a fact: its extents as types, extent<N> or dyn_extent (a dyn extent as a number would
+// print as 18446744073709551615): target_extents<dyn_extent, extent<4>>.
+struct dyn_extent {};
+template <class... E> struct target_extents {};
+template <class... E> struct source_extents {};
+template <class... E> struct view_extents {};
+template <class... E> struct tensor_extents {};
+
 namespace detail {
-template <template <std::size_t...> class Fact, class S, class Seq = std::make_index_sequence<S::rank>>
+template <std::size_t N>
+struct extent_type {
+  using type = extent<N>;
+};
+template <>
+struct extent_type<static_cast<std::size_t>(-1)> {  // attnx::dyn
+  using type = dyn_extent;
+};
+template <template <std::size_t...> class Fact, template <class...> class DynFact, class S,
+          class Seq = std::make_index_sequence<S::rank>>
 struct extents_fact;
-template <template <std::size_t...> class Fact, class S, std::size_t... I>
-struct extents_fact<Fact, S, std::index_sequence<I...>> {
-  using type = Fact<S::extents[I]...>;
+template <template <std::size_t...> class Fact, template <class...> class DynFact, class S, std::size_t... I>
+struct extents_fact<Fact, DynFact, S, std::index_sequence<I...>> {
+  using type = std::conditional_t<((S::extents[I] != static_cast<std::size_t>(-1)) && ...), Fact<S::extents[I]...>,
+                                  DynFact<typename extent_type<S::extents[I]>::type...>>;
 };
 }  // namespace detail
-// A shape S as the fact target_shape<E...> (source_shape, view_shape, tensor_shape): its extents in the message.
-template <class S> using target_shape_of = typename detail::extents_fact<target_shape, S>::type;
-template <class S> using source_shape_of = typename detail::extents_fact<source_shape, S>::type;
-template <class S> using view_shape_of = typename detail::extents_fact<view_shape, S>::type;
-template <class S> using tensor_shape_of = typename detail::extents_fact<tensor_shape, S>::type;
+// A shape S as the fact target_shape<E...> (source_shape, view_shape, tensor_shape): its extents in the message;
+// with a dyn axis, target_extents<...> (above).
+template <class S> using target_shape_of = typename detail::extents_fact<target_shape, target_extents, S>::type;
+template <class S> using source_shape_of = typename detail::extents_fact<source_shape, source_extents, S>::type;
+template <class S> using view_shape_of = typename detail::extents_fact<view_shape, view_extents, S>::type;
+template <class S> using tensor_shape_of = typename detail::extents_fact<tensor_shape, tensor_extents, S>::type;
 
 // Rules. Each is only ever named inside `holds<...>`, which is false: the rule failed.
 template <class... Facts> struct matmul_inner_extents_differ { static constexpr bool value = false; };
