@@ -134,6 +134,7 @@ def main():
     tensors["ref.generated"] = torch.tensor(generated, dtype=torch.int32)
     tensors["ref.step_logits"] = step_logits
     meta = {"vocab": str(VOCAB), "context": str(CTX), "d_model": str(D), "layers": str(LAYERS), "heads": str(HEADS),
+            "attnx.heads": str(HEADS), "attnx.kv_heads": str(HEADS),  # what attnx's loaders check (load_gpt2)
             "seed": str(seed), "smallest_margin": "%.6g" % worst, "torch": torch.__version__}
     save(out, tensors, meta)
     print("gpt2_reference.py: wrote %s (seed %d, smallest greedy margin %.4g, generated %s)" % (out, seed, worst, generated))

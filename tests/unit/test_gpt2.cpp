@@ -325,3 +325,17 @@ BOOST_AUTO_TEST_CASE(beams_over_slots) {
   BOOST_TEST_MESSAGE("beams after " << failures << " failed reorders: worst relative logit error " << worst);
   BOOST_TEST(worst <= tolerance);
 }
+
+// The head count no tensor's shape shows: a model of 8 heads of 8 reads every tensor of this 4-head file without a
+// shape error; the file's "attnx.heads" (scripts/gpt2_reference.py writes it) makes load_gpt2 refuse it, naming both.
+BOOST_AUTO_TEST_CASE(another_head_count_is_refused) {
+  using eight_heads = attnx::models::gpt2<float, 512, 64, 64, 8, 4>;
+  const attnx::safetensors::file f{data};
+  BOOST_TEST(f.metadata().at("attnx.heads") == "4");
+  BOOST_CHECK_EXCEPTION((void)attnx::models::load_gpt2<eight_heads>(f), attnx::safetensors::shape_error,
+                        [](const attnx::safetensors::shape_error& e) {
+                          const std::string w = e.what();
+                          return w.find("holds a module with 4 heads") != std::string::npos &&
+                                 w.find("attnx.heads") != std::string::npos && w.find('8') != std::string::npos;
+                        });
+}

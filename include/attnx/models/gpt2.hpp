@@ -221,11 +221,14 @@ struct gpt2 {
 // The model from a safetensors file with Hugging Face GPT-2 names (<prefix>wte.weight, <prefix>h.0.attn.c_attn.weight,
 // ...). GPT-2's projections are Conv1D layers, stored (in, out): the layout attnx multiplies with, read as stored.
 // c_attn (D, 3D) holds q | k | v side by side. Every tensor's dtype and shape are checked (safetensors errors name
-// the tensor and both shapes). Returned on the heap: the weights of a real model do not belong on the stack.
+// the tensor and both shapes). The head count, which no shape shows, is checked against the file's "attnx.heads" when
+// it states one (safetensors::check_heads; Hugging Face's files keep it in config.json instead). Returned on the
+// heap: the weights of a real model do not belong on the stack.
 template <class Model>
 std::unique_ptr<Model> load_gpt2(const safetensors::file& f, const std::string& prefix = "transformer.") {
   using T = typename Model::value_type;
   constexpr std::size_t D = Model::d_model;
+  safetensors::check_heads(f, Model::heads, Model::heads);
   auto m = std::make_unique<Model>();
   m->wte.weight = f.load<decltype(m->wte.weight)>(prefix + "wte.weight");
   m->wpe = f.load<decltype(m->wpe)>(prefix + "wpe.weight");
