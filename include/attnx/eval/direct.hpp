@@ -17,6 +17,7 @@
 #include "attnx/exec/context.hpp"
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/evaluated.hpp"
+#include "attnx/expr/heads.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/kernels/gemm.hpp"
 
@@ -60,6 +61,15 @@ struct product<binary_expr<ops::plus, matmul_expr<A, B>, M>> : product<matmul_ex
                                 base::N != dyn && shape_of_t<M>::size == base::N && shape_of_t<M>::cols == base::N;
   static const matmul_expr<A, B>& core(const binary_expr<ops::plus, matmul_expr<A, B>, M>& e) { return e.lhs(); }
   static const typename base::T* bias(const binary_expr<ops::plus, matmul_expr<A, B>, M>& e) { return e.rhs().data(); }
+};
+
+// drop_unit_batch(x W + b) assigned: the product at once, as without the unit axis (expr/heads.hpp).
+template <class A>
+struct lhs_in_memory<unit_batch_expr<A>> : lhs_in_memory<A> {};
+template <class A>
+struct product<drop_unit_batch_expr<A>> : product<A> {
+  static const auto& core(const drop_unit_batch_expr<A>& e) { return product<A>::core(e.operand()); }
+  static auto bias(const drop_unit_batch_expr<A>& e) { return product<A>::bias(e.operand()); }
 };
 
 // dst (the expression's shape, row-major) = e with ctx: the blocked GEMM, or, for fewer than gemm_min_rows rows per

@@ -704,6 +704,32 @@ struct evaluator<masked_expr<A, Kind>> {
   [[no_unique_address]] extent_value<S::rows> rows;
 };
 
+// ---- a unit batch axis (expr/heads.hpp) ------------------------------------------------------------
+// Adding or dropping a unit axis in front changes no row: the operand's evaluator, row for row.
+template <class A>
+struct same_rows_evaluator {
+  constexpr explicit same_rows_evaluator(const A& e) : a(e) {}
+  constexpr void begin_row(std::size_t r) { a.begin_row(r); }
+  constexpr auto at(std::size_t j) const { return a.at(j); }
+  evaluator<A> a;
+};
+template <class A>
+struct evaluator<unit_batch_expr<A>> : same_rows_evaluator<A> {
+  constexpr explicit evaluator(const unit_batch_expr<A>& e) : same_rows_evaluator<A>(e.operand()) {}
+};
+template <class A>
+struct evaluator<drop_unit_batch_expr<A>> : same_rows_evaluator<A> {
+  constexpr explicit evaluator(const drop_unit_batch_expr<A>& e) : same_rows_evaluator<A>(e.operand()) {}
+};
+
+// The unit axis moves no data: a tensor with one in front is still the tensor's memory.
+template <class A>
+struct dense_operand<unit_batch_expr<A>> {
+  constexpr explicit dense_operand(const unit_batch_expr<A>& e) : d(e.operand()) {}
+  constexpr const value_t<A>* data() const noexcept { return d.data(); }
+  dense_operand<A> d;
+};
+
 // ---- heads: strided reads, no copies of operands already in memory -----------------------------
 // (split_heads: eval/strided_operand.hpp, with the strides the kernels get)
 template <class A>

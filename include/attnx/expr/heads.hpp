@@ -3,6 +3,8 @@
 //   split_heads<H>(x)     (batch..., L, H*d)    -> (batch..., H, L, d)     head h = columns [h*d, (h+1)*d)
 //   merge_heads(y)        (batch..., H, L, d)   -> (batch..., L, H*d)      the inverse
 //   repeat_heads<G>(k)    (batch..., Hkv, L, d) -> (batch..., Hkv*G, L, d) query head h reads kv head h / G
+//   add_unit_batch(x)     (dims...)             -> (1, dims...)            (an unbatched input run as a batch of one)
+//   drop_unit_batch(y)    (1, dims...)          -> (dims...)               the inverse
 // None of them copies a tensor that is already in memory: the evaluators read it with the heads'
 // strides, and the fused kernel is handed those strides directly. An operand that is an expression
 // (a projection X * W) is evaluated once.
@@ -165,6 +167,59 @@ template <std::size_t G, class A>
   requires any_foreign<A>
 constexpr auto repeat_heads(A&&) {
   return foreign_arguments<A>();
+}
+
+// ---- a unit batch axis in front, and taken away again ----------------------------------------------
+// An unbatched input (L, d_model) runs as (1, L, d_model): per-batch masks (key_lengths) then mean
+// what they mean for a batch of one, and the fused kernel sees rank-4 scores (which GQA needs).
+// Neither node moves data: rows are the same rows, so their evaluators forward.
+template <class A>
+class unit_batch_expr : public unary_node<A> {
+ public:
+  using shape_type = shape_cat_t<shape<axis<anon, 1>>, shape_of_t<A>>;
+  using unary_node<A>::unary_node;
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto d = dims_of(this->operand());
+    dims_t<shape_type::rank> out{};
+    out[0] = 1;
+    for (std::size_t k = 0; k < d.size(); ++k) out[k + 1] = d[k];
+    return out;
+  }
+};
+
+// drop_unit_batch(x): (1, ...) seen as (...), the inverse of add_unit_batch (the node; no data moves).
+template <class A>
+class drop_unit_batch_expr : public unary_node<A> {
+ public:
+  using shape_type = drop_front_t<shape_of_t<A>, 1>;
+  using unary_node<A>::unary_node;
+  constexpr dims_t<shape_type::rank> dims() const {
+    const auto d = dims_of(this->operand());
+    dims_t<shape_type::rank> out{};
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = d[k + 1];
+    return out;
+  }
+};
+
+// (dims...) -> (1, dims...)
+template <expression A>
+constexpr auto add_unit_batch(A&& a) {
+  if constexpr (failed_v<A>) {
+    return failed_expr<value_t<A>, shape_cat_t<shape<axis<anon, 1>>, shape_of_t<A>>>{};
+  } else {
+    return unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+  }
+}
+// (1, dims...) -> (dims...)
+template <expression A>
+constexpr auto drop_unit_batch(A&& a) {
+  using S = shape_of_t<A>;
+  if constexpr (failed_v<A>) {
+    return failed_expr<value_t<A>, drop_front_t<S, (S::rank >= 1 ? 1 : 0)>>{};
+  } else {
+    static_assert(S::rank >= 2 && S::extents[0] == 1, "attnx: drop_unit_batch: the operand's first axis must have extent 1");
+    return drop_unit_batch_expr<stored_t<A>>(store(std::forward<A>(a)));
+  }
 }
 
 }  // namespace attnx
