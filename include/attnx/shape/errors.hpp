@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "attnx/config.hpp"
+#include "attnx/shape/axis.hpp"
 
 namespace attnx::error {
 
@@ -83,7 +84,7 @@ struct extent_type {
   using type = extent<N>;
 };
 template <>
-struct extent_type<static_cast<std::size_t>(-1)> {  // attnx::dyn
+struct extent_type<dyn> {
   using type = dyn_extent;
 };
 template <template <std::size_t...> class Fact, template <class...> class DynFact, class S,
@@ -91,8 +92,7 @@ template <template <std::size_t...> class Fact, template <class...> class DynFac
 struct extents_fact;
 template <template <std::size_t...> class Fact, template <class...> class DynFact, class S, std::size_t... I>
 struct extents_fact<Fact, DynFact, S, std::index_sequence<I...>> {
-  using type = std::conditional_t<((S::extents[I] != static_cast<std::size_t>(-1)) && ...), Fact<S::extents[I]...>,
-                                  DynFact<typename extent_type<S::extents[I]>::type...>>;
+  using type = std::conditional_t<S::is_static, Fact<S::extents[I]...>, DynFact<typename extent_type<S::extents[I]>::type...>>;
 };
 }  // namespace detail
 // A shape S as the fact target_shape<E...> (source_shape, view_shape, tensor_shape): its extents in the message;
