@@ -14,6 +14,7 @@ set(layers
   "kernels:kernels/"
   "eval:eval/"
   "api:attention.hpp,state.hpp,io.hpp"
+  "grad:grad/"
   "modules:modules/"
   "io:io/"
   "models:models/"

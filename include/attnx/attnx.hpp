@@ -34,6 +34,7 @@
 #include "attnx/expr/pairwise.hpp"
 #include "attnx/eval/pairwise.hpp"
 #include "attnx/io.hpp"
+#include "attnx/grad/backward.hpp"
 #include "attnx/modules/errors.hpp"
 #include "attnx/modules/kv_cache.hpp"
 #include "attnx/modules/multi_head_attention.hpp"

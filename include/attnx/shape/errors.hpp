@@ -162,6 +162,9 @@ template <class... Facts> struct block_input_element_type_differs { static const
 template <class State> struct first_state {};
 template <class... States> struct other_states {};
 template <class... Facts> struct merge_state_types_differ { static constexpr bool value = false; };
+template <class Node> struct node_type {};
+template <class... Facts> struct no_derivative { static constexpr bool value = false; };
+template <class... Facts> struct wrt_needs_named_tensors { static constexpr bool value = false; };
 
 // holds<Rule<Facts...>>: false, the failed rule named with its facts in the compiler's message (docs/errors.md).
 template <class Rule>

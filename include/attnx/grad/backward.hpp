@@ -1,0 +1,604 @@
+// attnx: reverse-mode differentiation of expressions, derived from the expression's type.
+//
+//   auto [dWq, dWk, dWv] = grad(loss, wrt(W_Q, W_K, W_V));      // the gradient of the sum of loss's elements
+//   auto [dX] = backward(y, dy, wrt(X));                          // dy weighted: the vector-Jacobian product
+//
+// There is no tape. backward walks the expression's type from the root: each node type has one rule (below)
+// that turns the gradient of its result into the gradients of its operands, written as attnx expressions
+// (hadamard(g, exp(a)), g * transpose(B), ...) and evaluated by the same loops and kernels as any other
+// expression, into one tensor per operand; a leaf named in wrt() adds what reaches it. Leaves are matched by
+// their memory (a named tensor, or a view over the same elements), so a tensor used twice gets both paths.
+// Operands that hold no tensor or view (numbers, temporaries the expression owns) are not walked. A node without
+// a derivative (a comparison, a bool mask read as a value, map's user function, and the nodes that have no rule
+// yet: slice, concat, index_select, rotary, the pairwise similarities) is one compile error naming it.
+//
+// What a rule keeps: the forward values it needs are recomputed from the operands (softmax's P, a product's
+// other operand), one node at a time; memory is a gradient tensor per node on the path, never a tape.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <boost/hana/tuple.hpp>
+
+#include "attnx/attention.hpp"
+#include "attnx/core/expression.hpp"
+#include "attnx/eval/assign.hpp"
+#include "attnx/expr/cast.hpp"
+#include "attnx/expr/elementwise.hpp"
+#include "attnx/expr/evaluated.hpp"
+#include "attnx/expr/heads.hpp"
+#include "attnx/expr/map.hpp"
+#include "attnx/expr/mask.hpp"
+#include "attnx/expr/matmul.hpp"
+#include "attnx/expr/norm.hpp"
+#include "attnx/expr/reduce.hpp"
+#include "attnx/expr/select.hpp"
+#include "attnx/math/constexpr_math.hpp"
+#include "attnx/shape/errors.hpp"
+#include "attnx/tensor/tensor.hpp"
+#include "attnx/tensor/view.hpp"
+#include "attnx/util/algorithm.hpp"
+
+namespace attnx {
+
+namespace detail::ad {
+template <class L>
+inline constexpr bool is_view = false;
+template <class T, class S>
+inline constexpr bool is_view<basic_view<T, S>> = true;
+// What wrt() takes: a tensor or view of floating-point elements.
+template <class L>
+inline constexpr bool is_leaf = (is_tensor_v<L> || is_view<L>)&&std::is_floating_point_v<value_t<L>>;
+template <class... L>
+constexpr std::size_t first_bad_leaf() {
+  std::size_t i = 0;
+  bool found = false;
+  ((found = found || !(std::is_lvalue_reference_v<L> && is_leaf<std::remove_cvref_t<L>>), i += found ? 0 : 1), ...);
+  return i;
+}
+}  // namespace detail::ad
+
+// wrt(a, b, ...): the leaves a gradient is taken with respect to, named tensors or views of floating-point elements
+// (lvalues: the expression reads them, and they must outlive the call). Holds their addresses.
+template <class... L>
+struct wrt_list {
+  std::tuple<const L*...> leaves;
+};
+namespace detail::ad {
+// What a refused argument becomes: a tensor of its shape (of no shape, for a foreign type), so that the gradients keep
+// their count and shapes (one error).
+template <class L, bool = expression<L>>
+struct placeholder {
+  using type = basic_tensor<float, shape<>>;
+};
+template <class L>
+struct placeholder<L, true> {
+  using type = basic_tensor<value_t<L>, shape_of_t<L>>;
+};
+template <class L>
+using leaf_or_placeholder = std::conditional_t<std::is_lvalue_reference_v<L> && is_leaf<std::remove_cvref_t<L>>,
+                                               std::remove_cvref_t<L>, typename placeholder<std::remove_cvref_t<L>>::type>;
+}  // namespace detail::ad
+template <class... L>
+constexpr auto wrt(L&&... l) {
+  constexpr std::size_t bad = detail::ad::first_bad_leaf<L...>();
+  if constexpr (bad < sizeof...(L)) {
+    using Arg = std::remove_cvref_t<detail::type_at_t<bad, L...>>;
+    static_assert(error::holds<error::wrt_needs_named_tensors<error::argument_position<bad + 1>, error::argument_type<Arg>>>,
+                  "attnx: wrt(...): each argument must be a named tensor or view of floating-point elements (an lvalue "
+                  "that the expression reads), not an expression or a temporary");
+    return wrt_list<detail::ad::leaf_or_placeholder<L>...>{};
+  } else {
+    return wrt_list<std::remove_cvref_t<L>...>{{&l...}};
+  }
+}
+
+namespace detail::ad {
+
+// Whether E holds a tensor or view (by reference or as a view) of element type T that a wrt() leaf may be.
+template <class E, class T>
+struct may_reach;
+template <class T, class... P>
+constexpr bool any_operand(boost::hana::tuple<P...>*) {
+  return (may_reach<std::remove_cvref_t<std::remove_pointer_t<P>>, T>::value || ...);
+}
+template <class E, class T>
+struct may_reach {
+  static constexpr bool value = [] {
+    if constexpr (requires(const E& e) { e.operands(); }) {
+      using ops = decltype(std::declval<const E&>().operands());
+      return any_operand<T>(static_cast<ops*>(nullptr));
+    } else {
+      return false;
+    }
+  }();
+};
+template <class U, class S, class T>
+struct may_reach<tensor_ref<U, S>, T> : std::bool_constant<std::is_same_v<U, T>> {};
+template <class U, class S, class T>
+struct may_reach<basic_view<U, S>, T> : std::bool_constant<std::is_same_v<std::remove_const_t<U>, T>> {};
+
+// The leaves and their gradients (zero until a path reaches them).
+template <class... L>
+struct accumulators {
+  std::tuple<const L*...> leaves;
+  std::tuple<result_t<L>...> grads;
+  template <class E>
+  static constexpr bool reaches = (may_reach<E, value_t<L>>::value || ...);
+};
+
+template <class T, class S>
+constexpr basic_tensor<T, S> zeros(const dims_t<S::rank>& d) {
+  basic_tensor<T, S> t(d, uninitialized);
+  alg::fill_n(t.data(), t.numel(), T(0));
+  return t;
+}
+
+// e, evaluated into a tensor of shape S (the operand's: its axis names and static extents).
+template <class S, class E>
+constexpr basic_tensor<value_t<E>, S> as(const E& e) {
+  return basic_tensor<value_t<E>, S>(e);
+}
+
+// g (a broadcast result's gradient) summed over the axes that broadcasting stretched, to the operand's shape SA
+// and extents da: right-aligned, a missing or static-1 axis of the operand is summed over, in row-major order.
+template <class SA, class T, class SR>
+constexpr basic_tensor<T, SA> sum_to(const basic_tensor<T, SR>& g, const dims_t<SA::rank>& da) {
+  constexpr std::size_t R = SR::rank, RA = SA::rank;
+  const auto dr = g.dims();
+  bool same = R == RA;
+  for (std::size_t k = 0; same && k < RA; ++k) same = da[k] == dr[k + R - RA];
+  if (same) {
+    basic_tensor<T, SA> out(da, uninitialized);
+    alg::copy_n(g.data(), out.numel(), out.data());  // (out.numel() == g.numel() here)
+    return out;
+  }
+  basic_tensor<T, SA> out = zeros<T, SA>(da);
+  dims_t<RA> st{};
+  std::size_t acc = 1;
+  for (std::size_t k = RA; k-- > 0;) st[k] = acc, acc *= da[k];
+  const std::size_t n = g.numel();
+  for (std::size_t flat = 0; flat < n; ++flat) {
+    std::size_t rem = flat, off = 0;
+    for (std::size_t i = R; i-- > 0;) {
+      const std::size_t idx = rem % dr[i];
+      rem /= dr[i];
+      if (i + RA >= R && da[i + RA - R] != 1) off += idx * st[i + RA - R];
+    }
+    out.data()[off] += g.data()[flat];
+  }
+  return out;
+}
+
+template <class E>
+struct rule;
+
+// The gradient g of e's result (a tensor of e's shape) passed on to e's operands.
+template <class E, class G, class Acc>
+constexpr void backprop(const E& e, const G& g, Acc& acc) {
+  if constexpr (Acc::template reaches<E>) rule<E>::apply(e, g, acc);
+}
+// g (a tensor of a's extents, in another shape type) as a's gradient.
+template <class A, class G, class Acc>
+constexpr void backprop_as(const A& a, const G& g, Acc& acc) {
+  if constexpr (Acc::template reaches<A>) {
+    if constexpr (std::is_same_v<shape_of_t<G>, shape_of_t<A>>) backprop(a, g, acc);
+    else backprop(a, as<shape_of_t<A>>(g), acc);
+  }
+}
+// g for operand a: its value (an expression of a's shape, or broadcast to it) evaluated and passed on.
+template <class A, class GE, class Acc>
+constexpr void pass(const A& a, const GE& ge, Acc& acc) {
+  if constexpr (Acc::template reaches<A>) {
+    using S = shape_of_t<A>;
+    if constexpr (std::is_same_v<shape_of_t<GE>, S>) {
+      backprop(a, as<S>(ge), acc);
+    } else {
+      const basic_tensor<value_t<GE>, shape_of_t<GE>> full(ge);  // (equal extents: sum_to copies)
+      backprop(a, sum_to<S>(full, dims_of(a)), acc);
+    }
+  }
+}
+
+// A node without a derivative: one error naming it.
+template <class E>
+constexpr void no_derivative() {
+  static_assert(error::holds<error::no_derivative<error::node_type<E>>>,
+                "attnx: grad: this node has no derivative (comparisons, bool masks read as values and map's function "
+                "have none; slice, concat, index_select, rotary and the pairwise similarities have no rule yet)");
+}
+template <class E>
+struct rule {
+  template <class G, class Acc>
+  static constexpr void apply(const E&, const G&, Acc&) { no_derivative<E>(); }
+};
+
+// Leaves: a named tensor or a view adds g where its memory is a wrt() leaf's (the same first element and count;
+// at run time also any contiguous part of one, e.g. a view of a tensor's rows).
+template <class T, class U, class L, class G>
+constexpr void add_at_leaf(const T* data, std::size_t count, const L* leaf, result_t<L>& grad, const G& g) {
+  if constexpr (std::is_same_v<value_t<L>, std::remove_const_t<U>>) {
+    if (leaf == nullptr) return;
+    const auto* base = leaf->data();
+    const std::size_t n = grad.numel();
+    std::size_t off = n;
+    if (std::is_constant_evaluated()) {
+      if (base == data && count <= n) off = 0;
+    } else {
+      const auto a = reinterpret_cast<std::uintptr_t>(data), b = reinterpret_cast<std::uintptr_t>(base);
+      if (a >= b && a + count * sizeof(U) <= b + n * sizeof(U) && (a - b) % sizeof(U) == 0) off = (a - b) / sizeof(U);
+    }
+    if (off == n) return;
+    for (std::size_t i = 0; i < count; ++i) grad.data()[off + i] += g.data()[i];
+  }
+}
+template <class E, class G, class Acc>
+constexpr void at_leaf(const E& e, const G& g, Acc& acc) {
+  using U = value_t<E>;
+  const U* data = e.data();
+  const std::size_t count = dims_size(dims_of(e));
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (add_at_leaf<U, U>(data, count, std::get<I>(acc.leaves), std::get<I>(acc.grads), g), ...);
+  }(std::make_index_sequence<std::tuple_size_v<decltype(acc.leaves)>>{});
+}
+template <class U, class S>
+struct rule<tensor_ref<U, S>> {
+  template <class G, class Acc>
+  static constexpr void apply(const tensor_ref<U, S>& e, const G& g, Acc& acc) { at_leaf(e, g, acc); }
+};
+template <class U, class S>
+struct rule<basic_view<U, S>> {
+  template <class G, class Acc>
+  static constexpr void apply(const basic_view<U, S>& e, const G& g, Acc& acc) { at_leaf(e, g, acc); }
+};
+
+// The element-wise derivatives of the activations, f'(a), as functions of a (PyTorch's; 0 at a kink: relu at 0,
+// abs at 0).
+struct d_relu { template <class A> constexpr A operator()(A a) const { return a > A(0) ? A(1) : A(0); } };
+struct d_abs { template <class A> constexpr A operator()(A a) const { return a > A(0) ? A(1) : a < A(0) ? A(-1) : a; } };
+struct d_silu {
+  template <class A> constexpr A operator()(A a) const {
+    if (a == -std::numeric_limits<A>::infinity()) return A(0);
+    const A s = ops::sigmoid{}(a);
+    return s * (A(1) + a * (A(1) - s));
+  }
+};
+struct d_gelu {  // Phi(a) + a phi(a)
+  template <class A> constexpr A operator()(A a) const {
+    if (a == -std::numeric_limits<A>::infinity()) return A(0);
+    if (a == std::numeric_limits<A>::infinity()) return A(1);
+    const A cdf = A(0.5) * (A(1) + math::erf(a * A(0.70710678118654752440)));
+    return cdf + a * A(0.39894228040143267794) * math::exp(A(-0.5) * a * a);
+  }
+};
+struct d_gelu_tanh {  // 1/2 (1 + tanh u) + 1/2 a (1 - tanh^2 u) u', u = sqrt(2/pi) (a + 0.044715 a^3); in double
+  template <class A> constexpr A operator()(A a) const {
+    if (a >= A(10)) return A(1);
+    if (a <= A(-10)) return A(0);
+    const double x = static_cast<double>(a);
+    const double c = 0.79788456080286535588;
+    const double t = math::tanh(c * (x + 0.044715 * x * x * x));
+    return static_cast<A>(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x));
+  }
+};
+
+template <class Op, class A>
+struct rule<unary_expr<Op, A>> {
+  using E = unary_expr<Op, A>;
+  using T = value_t<A>;
+  template <class G, class Acc>
+  static constexpr void apply(const E& e, const G& g, Acc& acc) {
+    const A& a = e.operand();
+    if constexpr (std::is_same_v<Op, ops::negate>) pass(a, -g, acc);
+    else if constexpr (std::is_same_v<Op, ops::exp>) pass(a, hadamard(g, e), acc);
+    else if constexpr (std::is_same_v<Op, ops::log>) pass(a, g / a, acc);
+    else if constexpr (std::is_same_v<Op, ops::tanh>) pass(a, hadamard(g, T(1) - square(e)), acc);
+    else if constexpr (std::is_same_v<Op, ops::sqrt>) pass(a, g / (e * T(2)), acc);
+    else if constexpr (std::is_same_v<Op, ops::square>) pass(a, hadamard(g, a * T(2)), acc);
+    else if constexpr (std::is_same_v<Op, ops::abs>) pass(a, hadamard(g, map(d_abs{}, a)), acc);
+    else if constexpr (std::is_same_v<Op, ops::relu>) pass(a, hadamard(g, map(d_relu{}, a)), acc);
+    else if constexpr (std::is_same_v<Op, ops::sigmoid>) pass(a, hadamard(g, hadamard(e, T(1) - e)), acc);
+    else if constexpr (std::is_same_v<Op, ops::silu>) pass(a, hadamard(g, map(d_silu{}, a)), acc);
+    else if constexpr (std::is_same_v<Op, ops::gelu>) pass(a, hadamard(g, map(d_gelu{}, a)), acc);
+    else if constexpr (std::is_same_v<Op, ops::gelu_tanh>) pass(a, hadamard(g, map(d_gelu_tanh{}, a)), acc);
+    else no_derivative<E>();  // logical_not: bool
+  }
+};
+
+template <class Op, class A, class B>
+struct rule<binary_expr<Op, A, B>> {
+  using E = binary_expr<Op, A, B>;
+  template <class G, class Acc>
+  static constexpr void apply(const E& e, const G& g, Acc& acc) {
+    using T = value_t<E>;
+    const A& a = e.lhs();
+    const B& b = e.rhs();
+    if constexpr (std::is_same_v<T, bool>) {
+      no_derivative<E>();  // a comparison
+    } else if constexpr (std::is_same_v<Op, ops::plus>) {
+      pass(a, g, acc), pass(b, g, acc);
+    } else if constexpr (std::is_same_v<Op, ops::minus>) {
+      pass(a, g, acc), pass(b, -g, acc);
+    } else if constexpr (std::is_same_v<Op, ops::multiplies>) {
+      pass(a, hadamard(g, b), acc), pass(b, hadamard(g, a), acc);
+    } else if constexpr (std::is_same_v<Op, ops::divides>) {
+      pass(a, g / b, acc), pass(b, -(hadamard(g, a) / square(b)), acc);
+    } else if constexpr (std::is_same_v<Op, ops::maximum> || std::is_same_v<Op, ops::minimum>) {
+      // PyTorch's: the larger (smaller) operand takes g, a tie splits it in halves, NaN in either gives both g.
+      constexpr bool max = std::is_same_v<Op, ops::maximum>;
+      const auto tie = where(equal(a, b), g * T(0.5), g);
+      if constexpr (max) pass(a, where(a < b, T(0), tie), acc), pass(b, where(a > b, T(0), tie), acc);
+      else pass(a, where(a > b, T(0), tie), acc), pass(b, where(a < b, T(0), tie), acc);
+    } else {
+      no_derivative<E>();
+    }
+  }
+};
+
+template <class A, class B>
+struct rule<matmul_expr<A, B>> {
+  template <class G, class Acc>
+  static constexpr void apply(const matmul_expr<A, B>& e, const G& g, Acc& acc) {
+    const A& a = e.lhs();
+    const B& b = e.rhs();
+    using SA = shape_of_t<A>;
+    using SB = shape_of_t<B>;
+    using T = value_t<G>;
+    pass(a, g * transpose(b), acc);
+    if constexpr (Acc::template reaches<B>) {
+      if constexpr (SB::rank == 2 && SA::rank > 2) {
+        // One B for every batch item: the items' A^T g summed, as one product over the rows of all items.
+        const result_t<A> av(a);
+        const auto da = av.dims();
+        const std::size_t rows = av.numel() / da[SA::rank - 1];
+        using SF = shape<axis<anon, dyn>, typename SA::template axis_t<SA::rank - 1>>;
+        using SG = shape<axis<anon, dyn>, typename shape_of_t<G>::template axis_t<shape_of_t<G>::rank - 1>>;
+        const basic_view<const T, SF> af(av.data(), rows);
+        const basic_view<const T, SG> gf(g.data(), rows);
+        backprop(b, as<SB>(transpose(af) * gf), acc);
+      } else {
+        pass(b, transpose(a) * g, acc);
+      }
+    }
+  }
+};
+
+template <class A>
+struct rule<transpose_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const transpose_expr<A>& e, const G& g, Acc& acc) { pass(e.operand(), transpose(g), acc); }
+};
+
+// softmax: dS_j = P_j (g_j - sum_k P_k g_k), computed per row about the row's largest weight P_m, as
+// dS_j = P_j ((g_j - g_m) - sum_{k != m} P_k (g_k - g_m)) (the same, as the weights sum to 1): a saturated row
+// (P_m = 1 - 1e-15) keeps its small gradients to full precision, where g_j - sum_k P_k g_k would cancel. A fully
+// masked row (P = 0) gets 0; a NaN row NaN.
+template <class A>
+struct rule<softmax_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const softmax_expr<A>& e, const G& g, Acc& acc) {
+    using T = value_t<A>;
+    result_t<softmax_expr<A>> p(e);
+    const auto d = p.dims();
+    const std::size_t n = d[shape_of_t<A>::rank - 1];
+    const std::size_t rows = n == 0 ? 0 : p.numel() / n;
+    for (std::size_t r = 0; r < rows; ++r) {
+      T* pr = p.data() + r * n;
+      const T* gr = g.data() + r * n;
+      std::size_t m = 0;
+      for (std::size_t j = 1; j < n; ++j) m = pr[j] > pr[m] ? j : m;
+      T c = 0;
+      for (std::size_t k = 0; k < n; ++k) c += k == m ? T(0) : pr[k] * (gr[k] - gr[m]);
+      for (std::size_t j = 0; j < n; ++j) pr[j] *= (gr[j] - gr[m]) - c;  // (p becomes dS in place)
+    }
+    backprop_as(e.operand(), p, acc);
+  }
+};
+// log_softmax: g - exp(y) rowsum(g).
+template <class A>
+struct rule<log_softmax_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const log_softmax_expr<A>& e, const G& g, Acc& acc) {
+    const result_t<log_softmax_expr<A>> y(e);
+    pass(e.operand(), g - hadamard(exp(y), row_sum(g)), acc);
+  }
+};
+
+// row_sum: g repeated along the row; row_max: g to the row's maxima, shared equally by ties (torch.amax's rule; a
+// row whose maximum is NaN passes nothing on).
+template <class Op, class A>
+struct rule<reduce_expr<Op, A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const reduce_expr<Op, A>& e, const G& g, Acc& acc) {
+    using T = value_t<A>;
+    using S = shape_of_t<A>;
+    const A& a = e.operand();
+    const auto d = dims_of(a);
+    const std::size_t n = d[S::rank - 1];
+    const std::size_t rows = n == 0 ? 0 : dims_size(d) / n;
+    basic_tensor<T, S> ga(d, uninitialized);
+    if constexpr (std::is_same_v<Op, ops::row_sum>) {
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < n; ++j) ga.data()[r * n + j] = g.data()[r];
+    } else {
+      const result_t<A> av(a);
+      const result_t<reduce_expr<Op, A>> m(e);
+      for (std::size_t r = 0; r < rows; ++r) {
+        std::size_t ties = 0;
+        for (std::size_t j = 0; j < n; ++j) ties += av.data()[r * n + j] == m.data()[r];
+        for (std::size_t j = 0; j < n; ++j)
+          ga.data()[r * n + j] = av.data()[r * n + j] == m.data()[r] ? g.data()[r] / static_cast<T>(ties) : T(0);
+      }
+    }
+    backprop(a, ga, acc);
+  }
+};
+
+// A mask: g where the score is kept, 0 where it is blocked (the same mask over the gradient, filled with 0).
+template <class A, class Kind>
+struct rule<masked_expr<A, Kind>> {
+  template <class G, class Acc>
+  static constexpr void apply(const masked_expr<A, Kind>& e, const G& g, Acc& acc) {
+    using T = value_t<A>;
+    pass(e.operand(), masked_expr<tensor_ref<T, shape_of_t<G>>, Kind>(tensor_ref<T, shape_of_t<G>>(g), e.kind(), T(0)), acc);
+  }
+};
+
+template <class T, class A>
+struct rule<cast_expr<T, A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const cast_expr<T, A>& e, const G& g, Acc& acc) {
+    if constexpr (std::is_same_v<value_t<A>, bool>) no_derivative<cast_expr<T, A>>();  // a bool read as a value
+    else pass(e.operand(), cast<value_t<A>>(g), acc);
+  }
+};
+
+template <class A>
+struct rule<evaluated_once_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const evaluated_once_expr<A>& e, const G& g, Acc& acc) { pass(e.operand(), g, acc); }
+};
+
+// where(c, a, b): g to a where c holds, to b elsewhere (c has no derivative and is not walked).
+template <class C, class A, class B>
+struct rule<where_expr<C, A, B>> {
+  template <class G, class Acc>
+  static constexpr void apply(const where_expr<C, A, B>& e, const G& g, Acc& acc) {
+    using T = value_t<G>;
+    pass(e.if_true(), where(e.condition(), g, T(0)), acc);
+    pass(e.if_false(), where(e.condition(), T(0), g), acc);
+  }
+};
+
+// The head reshapes: split and merge are each other's inverse; repeat_heads<G> sums the G copies of each head.
+template <std::size_t H, class A>
+struct rule<split_heads_expr<H, A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const split_heads_expr<H, A>& e, const G& g, Acc& acc) { pass(e.operand(), merge_heads(g), acc); }
+};
+template <class A>
+struct rule<merge_heads_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const merge_heads_expr<A>& e, const G& g, Acc& acc) {
+    pass(e.operand(), split_heads<merge_heads_expr<A>::heads>(g), acc);
+  }
+};
+template <std::size_t Rep, class A>
+struct rule<repeat_heads_expr<Rep, A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const repeat_heads_expr<Rep, A>& e, const G& g, Acc& acc) {
+    using S = shape_of_t<A>;
+    using T = value_t<A>;
+    const auto d = dims_of(e.operand());
+    const std::size_t hk = d[S::rank - 3], inner = d[S::rank - 2] * d[S::rank - 1];
+    const std::size_t outer = hk == 0 || inner == 0 ? 0 : dims_size(d) / (hk * inner);
+    basic_tensor<T, S> ga = zeros<T, S>(d);
+    for (std::size_t o = 0; o < outer; ++o)
+      for (std::size_t h = 0; h < hk; ++h)
+        for (std::size_t r = 0; r < Rep; ++r) {
+          const T* src = g.data() + ((o * hk + h) * Rep + r) * inner;
+          T* dst = ga.data() + (o * hk + h) * inner;
+          for (std::size_t i = 0; i < inner; ++i) dst[i] += src[i];
+        }
+    backprop(e.operand(), ga, acc);
+  }
+};
+
+// layer_norm / rms_norm over rows of n: with x^ the normalised row and r = 1 / sqrt(var + eps),
+// dx = r (gw - mean(gw) - x^ mean(gw o x^)) (rms: without the first mean), gw = g o w; dw = sum over rows of g o x^,
+// db = sum over rows of g.
+template <norm_kind Kind, class A, class W, class B>
+struct rule<norm_expr<Kind, A, W, B>> {
+  template <class G, class Acc>
+  static constexpr void apply(const norm_expr<Kind, A, W, B>& e, const G& g, Acc& acc) {
+    using T = value_t<A>;
+    using S = shape_of_t<A>;
+    constexpr bool has_w = !std::is_same_v<W, scalar<T>>, has_b = !std::is_same_v<B, scalar<T>>;
+    const result_t<A> x(e.operand());
+    const auto d = x.dims();
+    const std::size_t n = d[S::rank - 1];
+    const std::size_t rows = n == 0 ? 0 : x.numel() / n;
+    basic_tensor<T, shape<axis<anon, dyn>>> w(n), dw(n), db(n);
+    if constexpr (has_w) {
+      const result_t<W> wv(e.weight());
+      alg::copy_n(wv.data(), n, w.data());
+    } else {
+      alg::fill_n(w.data(), n, T(1));
+    }
+    basic_tensor<T, S> dx(d, uninitialized);
+    basic_tensor<T, shape<axis<anon, dyn>>> xh(n), gw(n);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* xr = x.data() + r * n;
+      const T* gr = g.data() + r * n;
+      T mean = 0;
+      if constexpr (Kind == norm_kind::layer) {
+        for (std::size_t j = 0; j < n; ++j) mean += xr[j];
+        mean /= static_cast<T>(n);
+      }
+      T ss = 0;
+      for (std::size_t j = 0; j < n; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+      const T inv = T(1) / math::sqrt(ss / static_cast<T>(n) + e.eps());
+      T mg = 0, mgx = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        xh.data()[j] = (xr[j] - mean) * inv;
+        gw.data()[j] = gr[j] * w.data()[j];
+        mg += gw.data()[j];
+        mgx += gw.data()[j] * xh.data()[j];
+        dw.data()[j] += gr[j] * xh.data()[j];
+        db.data()[j] += gr[j];
+      }
+      mg /= static_cast<T>(n), mgx /= static_cast<T>(n);
+      if constexpr (Kind == norm_kind::rms) mg = 0;
+      for (std::size_t j = 0; j < n; ++j) dx.data()[r * n + j] = inv * (gw.data()[j] - mg - xh.data()[j] * mgx);
+    }
+    backprop(e.operand(), dx, acc);
+    if constexpr (has_w) pass(e.weight(), dw, acc);
+    if constexpr (has_b) pass(e.bias(), db, acc);
+  }
+};
+
+template <class... L>
+constexpr accumulators<L...> start(const wrt_list<L...>& w) {
+  accumulators<L...> acc{w.leaves, {}};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((std::get<I>(acc.grads) = std::get<I>(w.leaves) ? zeros<value_t<L>, shape_of_t<L>>(dims_of(*std::get<I>(w.leaves)))
+                                                      : result_t<L>{}),
+     ...);
+  }(std::index_sequence_for<L...>{});
+  return acc;
+}
+
+}  // namespace detail::ad
+
+// backward(y, dy, wrt(a, b, ...)): the gradients with respect to a, b, ... of the sum of y's elements weighted by
+// dy (dy has y's shape): the vector-Jacobian product. A std::tuple of tensors, one per leaf, of the leaf's shape
+// (axis names included); a leaf the expression does not read gets zeros.
+template <expression Y, expression DY, class... L>
+constexpr std::tuple<result_t<L>...> backward(const Y& y, const DY& dy, const wrt_list<L...>& w) {
+  auto acc = detail::ad::start(w);
+  if constexpr (!any_failed_v<Y, DY>) {
+    const result_t<Y> g = dy;
+    detail::ad::backprop(y, g, acc);
+  }
+  return std::move(acc.grads);
+}
+
+// grad(f, wrt(a, b, ...)): the gradients of the sum of f's elements (f a scalar loss, or any expression, as
+// PyTorch's f.sum().backward()); see backward.
+template <expression F, class... L>
+constexpr std::tuple<result_t<L>...> grad(const F& f, const wrt_list<L...>& w) {
+  auto acc = detail::ad::start(w);
+  if constexpr (!failed_v<F>) {
+    result_t<F> g(dims_of(f), uninitialized);
+    alg::fill_n(g.data(), g.numel(), value_t<F>(1));
+    detail::ad::backprop(f, g, acc);
+  }
+  return std::move(acc.grads);
+}
+
+}  // namespace attnx

@@ -1,0 +1,383 @@
+// Reverse mode over expressions (attnx/grad/backward.hpp): every rule against central finite differences in double,
+// attention's gradients against a reference written here with plain loops, and seed 001's worked example and a small
+// attention proven by static_assert.
+#define BOOST_TEST_MODULE grad
+#include <boost/test/unit_test.hpp>
+
+#include <attnx/attnx.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+#include "../../examples/seed001.hpp"
+#include "random.hpp"
+
+using namespace attnx;
+
+namespace {
+
+constexpr double absd(double x) { return x < 0 ? -x : x; }
+
+// The sum of e's elements weighted by w (w's elements in e's row-major order), in double.
+template <class E>
+double weighted_sum(const E& e, const std::vector<double>& w) {
+  const auto t = evaluate(e);
+  double s = 0;
+  for (std::size_t i = 0; i < t.numel(); ++i) s += static_cast<double>(t.data()[i]) * w[i];
+  return s;
+}
+
+// The largest |analytic - numeric| / (1 + |numeric|) over x's elements, the numeric one from central differences
+// of f (x's elements moved by +-h in place).
+template <class X, class F, class G>
+double fd_error(X& x, const F& f, const G& analytic, double h = 1e-6) {
+  double worst = 0;
+  for (std::size_t i = 0; i < x.numel(); ++i) {
+    const auto keep = x.data()[i];
+    x.data()[i] = keep + h;
+    const double up = f();
+    x.data()[i] = keep - h;
+    const double down = f();
+    x.data()[i] = keep;
+    const double num = (up - down) / (2 * h);
+    const double err = absd(static_cast<double>(analytic.data()[i]) - num) / (1 + absd(num));
+    worst = err > worst ? err : worst;
+  }
+  return worst;
+}
+
+template <class Tn>
+void fill(Tn& t, test_random::rng& r, double lo = -1, double hi = 1) {
+  for (auto& v : t) v = static_cast<value_t<Tn>>(r.uniform(lo, hi));
+}
+std::vector<double> weights(std::size_t n, test_random::rng& r) {
+  std::vector<double> w(n);
+  for (auto& v : w) v = r.uniform(-1, 1);
+  return w;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(elementwise_rules_with_broadcasting) {
+  test_random::rng r(1);
+  tensor<double, 3, 5> a;
+  tensor<double, 5> b;
+  tensor<double, 3, 1> c;
+  fill(a, r, 0.2, 2), fill(b, r, 0.5, 1.5), fill(c, r, -1, 1);
+  const auto y = [&] {
+    return hadamard(exp(a) * 0.5 + tanh(b), c) / (square(a) + 1.0) - log(b) + sqrt(a) - abs(c - a) + sigmoid(a - b) +
+           relu(a - 1.0) + silu(c) + gelu(a - b) + gelu_tanh(b - a) + maximum(a, b) - minimum(c, b) - (-a);
+  };
+  const auto w = weights(15, r);
+  tensor<double, 3, 5> dyt;
+  alg::copy_n(w.data(), 15, dyt.data());
+  const auto [da, db, dc] = backward(y(), dyt, wrt(a, b, c));
+  const auto f = [&] { return weighted_sum(y(), w); };
+  BOOST_TEST(fd_error(a, f, da) < 1e-7);
+  BOOST_TEST(fd_error(b, f, db) < 1e-7);
+  BOOST_TEST(fd_error(c, f, dc) < 1e-7);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(db)>, tensor<double, 5>>);
+}
+
+BOOST_AUTO_TEST_CASE(ties_and_kinks_follow_pytorch) {
+  const tensor<double, 4> a{1, 2, 3, 0};
+  const tensor<double, 4> b{2, 2, 1, 0};
+  const auto [ga, gb] = grad(maximum(a, b), wrt(a, b));
+  BOOST_TEST(ga(0) == 0.0);
+  BOOST_TEST(ga(1) == 0.5);
+  BOOST_TEST(ga(2) == 1.0);
+  BOOST_TEST(gb(0) == 1.0);
+  BOOST_TEST(gb(1) == 0.5);
+  BOOST_TEST(gb(2) == 0.0);
+  const auto [gr, gabs] = grad(relu(a - 3.0) + abs(b), wrt(a, b));
+  BOOST_TEST(gr(2) == 0.0);     // relu at its kink: 0
+  BOOST_TEST(gabs(3) == 0.0);   // abs at 0: 0
+  BOOST_TEST(gabs(0) == 1.0);
+  const auto [gm] = grad(row_max(b), wrt(b));
+  BOOST_TEST(gm(0) == 0.5);  // b's maxima tie: each takes half
+  BOOST_TEST(gm(1) == 0.5);
+  BOOST_TEST(gm(2) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(matmul_batched_and_shared_rhs) {
+  test_random::rng r(2);
+  tensor<double, 2, 3, 4> a;
+  tensor<double, 4, 5> b;
+  tensor<double, 2, 5, 4> c;
+  fill(a, r), fill(b, r), fill(c, r);
+  const auto w = weights(2 * 3 * 4, r);
+  tensor<double, 2, 3, 4> dy;
+  alg::copy_n(w.data(), w.size(), dy.data());
+  const auto y = [&] { return (a * b) * c; };
+  const auto [da, db, dc] = backward(y(), dy, wrt(a, b, c));
+  const auto f = [&] { return weighted_sum(y(), w); };
+  BOOST_TEST(fd_error(a, f, da) < 1e-8);
+  BOOST_TEST(fd_error(b, f, db) < 1e-8);
+  BOOST_TEST(fd_error(c, f, dc) < 1e-8);
+  const auto [dt] = grad(transpose(a) * a, wrt(a));  // a used twice: both paths
+  const auto g = [&] { return weighted_sum(transpose(a) * a, std::vector<double>(2 * 4 * 4, 1.0)); };
+  BOOST_TEST(fd_error(a, g, dt) < 1e-8);
+}
+
+// Attention with projections, X used three times; every mask kind; dyn sequence lengths of 1, 3, 17 and 65.
+template <class T, std::size_t L>
+void check_projected_attention(std::size_t n, int mask_kind) {
+  test_random::rng r(10 + n + 100 * mask_kind);
+  tensor<double, L, 8> x(n);
+  tensor<double, 8, 4> wq, wk;
+  tensor<double, 8, 6> wv;
+  fill(x, r), fill(wq, r, -2, 2), fill(wk, r, -2, 2), fill(wv, r);
+  tensor<bool, L, L> allow(n, n);
+  tensor<double, L, L> bias(n, n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) allow(i, j) = (i + 2 * j) % 3 != 0 || j == 0, bias(i, j) = r.uniform(-1, 1);
+  const std::vector<std::size_t> lens{n > 2 ? n - 2 : n};
+  const auto y = [&] {
+    const auto q = x * wq;
+    const auto k = x * wk;
+    const auto v = x * wv;
+    if (mask_kind == 0) return evaluate(attention(q, k, v));
+    if (mask_kind == 1) return evaluate(attention(q, k, v, causal));
+    if (mask_kind == 2) return evaluate(attention(q, k, v, allowed(allow)));
+    if (mask_kind == 3) return evaluate(attention(q, k, v, additive(bias), causal_bottom_right));
+    return evaluate(attention(q, k, v, key_lengths(lens)));
+  };
+  const auto w = weights(n * 6, r);
+  tensor<double, L, 6> dy(n);
+  alg::copy_n(w.data(), w.size(), dy.data());
+  const auto grads = [&] {
+    const auto q = x * wq;
+    const auto k = x * wk;
+    const auto v = x * wv;
+    if (mask_kind == 0) return backward(attention(q, k, v), dy, wrt(x, wq, wk, wv, bias));
+    if (mask_kind == 1) return backward(attention(q, k, v, causal), dy, wrt(x, wq, wk, wv, bias));
+    if (mask_kind == 2) return backward(attention(q, k, v, allowed(allow)), dy, wrt(x, wq, wk, wv, bias));
+    if (mask_kind == 3) return backward(attention(q, k, v, additive(bias), causal_bottom_right), dy, wrt(x, wq, wk, wv, bias));
+    return backward(attention(q, k, v, key_lengths(lens)), dy, wrt(x, wq, wk, wv, bias));
+  }();
+  const auto f = [&] {
+    const auto t = y();
+    double s = 0;
+    for (std::size_t i = 0; i < t.numel(); ++i) s += t.data()[i] * w[i];
+    return s;
+  };
+  BOOST_TEST_CONTEXT("L " << n << ", mask kind " << mask_kind) {
+    BOOST_TEST(fd_error(x, f, std::get<0>(grads)) < 1e-7);
+    BOOST_TEST(fd_error(wq, f, std::get<1>(grads)) < 1e-7);
+    BOOST_TEST(fd_error(wk, f, std::get<2>(grads)) < 1e-7);
+    BOOST_TEST(fd_error(wv, f, std::get<3>(grads)) < 1e-7);
+    BOOST_TEST(fd_error(bias, f, std::get<4>(grads)) < 1e-7);
+  }
+}
+BOOST_AUTO_TEST_CASE(attention_every_mask_kind_dyn_lengths) {
+  for (std::size_t n : {1, 3, 17})
+    for (int kind = 0; kind < 5; ++kind) check_projected_attention<double, dyn>(n, kind);
+  check_projected_attention<double, dyn>(65, 1);
+  check_projected_attention<double, dyn>(65, 3);
+}
+
+// A fully masked row passes no gradient to its query, and none of its zero weights reaches K or V.
+BOOST_AUTO_TEST_CASE(fully_masked_row_gives_zero_gradient) {
+  test_random::rng r(3);
+  tensor<double, 4, 3> q, k, v;
+  fill(q, r), fill(k, r), fill(v, r);
+  tensor<bool, 4, 4> allow;
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 4; ++j) allow(i, j) = i != 2;  // row 2 sees no key
+  const auto [dq, dk, dv] = grad(attention(q, k, v, allowed(allow)), wrt(q, k, v));
+  for (std::size_t j = 0; j < 3; ++j) BOOST_TEST(dq(2, j) == 0.0);
+  // V's gradient is the column sums of P over the three live rows.
+  const tensor<double, 4, 4> p = attention_weights(q, k, allowed(allow));
+  for (std::size_t kk = 0; kk < 4; ++kk) BOOST_TEST(dv(kk, 0) == p(0, kk) + p(1, kk) + p(2, kk) + p(3, kk), boost::test_tools::tolerance(1e-14));
+  // A NaN score row: its query's gradient is NaN (the forward row is NaN), the others' are finite.
+  q(1, 0) = std::numeric_limits<double>::quiet_NaN();
+  const auto [dq2] = grad(attention(q, k, v), wrt(q));
+  BOOST_TEST(std::isnan(dq2(1, 1)));
+  BOOST_TEST(std::isfinite(dq2(0, 0)));
+}
+
+BOOST_AUTO_TEST_CASE(norms_heads_and_grouped_queries) {
+  test_random::rng r(4);
+  tensor<double, 5, 8> x;
+  tensor<double, 8> g, b;
+  fill(x, r), fill(g, r, 0.5, 1.5), fill(b, r);
+  const auto w = weights(40, r);
+  tensor<double, 5, 8> dy;
+  alg::copy_n(w.data(), 40, dy.data());
+  const auto [dx, dg, db] = backward(layer_norm(x, g, b) + rms_norm(x, g), dy, wrt(x, g, b));
+  const auto f = [&] { return weighted_sum(layer_norm(x, g, b) + rms_norm(x, g), w); };
+  BOOST_TEST(fd_error(x, f, dx) < 1e-7);
+  BOOST_TEST(fd_error(g, f, dg) < 1e-7);
+  BOOST_TEST(fd_error(b, f, db) < 1e-7);
+  // Four query heads over two KV heads, merged back: split_heads, repeat_heads, merge_heads.
+  tensor<double, 2, 5, 8> xq;
+  tensor<double, 2, 5, 4> xk, xv;
+  fill(xq, r), fill(xk, r), fill(xv, r);
+  const auto y = [&] {
+    return merge_heads(attention(split_heads<4>(xq), repeat_heads<2>(split_heads<2>(xk)), repeat_heads<2>(split_heads<2>(xv)), causal));
+  };
+  const auto w2 = weights(2 * 5 * 8, r);
+  tensor<double, 2, 5, 8> dy2;
+  alg::copy_n(w2.data(), w2.size(), dy2.data());
+  const auto [dq, dk, dv] = backward(y(), dy2, wrt(xq, xk, xv));
+  const auto f2 = [&] { return weighted_sum(y(), w2); };
+  BOOST_TEST(fd_error(xq, f2, dq) < 1e-7);
+  BOOST_TEST(fd_error(xk, f2, dk) < 1e-7);
+  BOOST_TEST(fd_error(xv, f2, dv) < 1e-7);
+}
+
+// In float: the gradients of a float attention within float rounding of the double ones.
+BOOST_AUTO_TEST_CASE(float_agrees_with_double) {
+  test_random::rng r(5);
+  tensor<double, 33, 16> q, k, v;
+  fill(q, r), fill(k, r), fill(v, r);
+  const tensor<float, 33, 16> qf = cast<float>(q), kf = cast<float>(k), vf = cast<float>(v);
+  const auto [dq, dk, dv] = grad(square(attention(q, k, v, causal)), wrt(q, k, v));
+  const auto [dqf, dkf, dvf] = grad(square(attention(qf, kf, vf, causal)), wrt(qf, kf, vf));
+  double worst = 0;
+  for (std::size_t i = 0; i < dq.numel(); ++i) {
+    worst = std::max(worst, absd(dq.data()[i] - dqf.data()[i]));
+    worst = std::max(worst, absd(dk.data()[i] - dkf.data()[i]));
+    worst = std::max(worst, absd(dv.data()[i] - dvf.data()[i]));
+  }
+  BOOST_TEST(worst < 2e-5);
+  BOOST_TEST(worst > 0.0);  // (float is not double: the comparison sees both)
+}
+
+// ---- Compile time ----------------------------------------------------------------------------------------------
+// Attention's gradients by plain loops, independent of the library: O = softmax(c Q K^T) V with Q = X W_Q, K = X W_K,
+// V = X W_V and upstream gradient dO; dS_ij = c sum_k P_ij P_ik (dP_ij - dP_ik) (no cancellation in a saturated row).
+template <std::size_t L, std::size_t D, std::size_t DK, std::size_t DV>
+struct loop_reference {
+  double dwq[D][DK]{}, dwk[D][DK]{}, dwv[D][DV]{};
+  constexpr loop_reference(const double (&x)[L][D], const double (&wq)[D][DK], const double (&wk)[D][DK],
+                           const double (&wv)[D][DV], const double (&dout)[L][DV]) {
+    double q[L][DK]{}, k[L][DK]{}, v[L][DV]{}, p[L][L]{}, dp[L][L]{}, ds[L][L]{}, dq[L][DK]{}, dk[L][DK]{}, dv[L][DV]{};
+    const double c = 1 / math::sqrt(double(DK));
+    for (std::size_t i = 0; i < L; ++i)
+      for (std::size_t m = 0; m < D; ++m) {
+        for (std::size_t j = 0; j < DK; ++j) q[i][j] += x[i][m] * wq[m][j], k[i][j] += x[i][m] * wk[m][j];
+        for (std::size_t j = 0; j < DV; ++j) v[i][j] += x[i][m] * wv[m][j];
+      }
+    for (std::size_t i = 0; i < L; ++i) {
+      double s[L]{}, mx = -1e300, sum = 0;
+      for (std::size_t j = 0; j < L; ++j) {
+        for (std::size_t t = 0; t < DK; ++t) s[j] += c * q[i][t] * k[j][t];
+        mx = s[j] > mx ? s[j] : mx;
+      }
+      for (std::size_t j = 0; j < L; ++j) sum += math::exp(s[j] - mx);
+      for (std::size_t j = 0; j < L; ++j) p[i][j] = math::exp(s[j] - mx) / sum;
+      for (std::size_t j = 0; j < L; ++j)
+        for (std::size_t t = 0; t < DV; ++t) dp[i][j] += dout[i][t] * v[j][t], dv[j][t] += p[i][j] * dout[i][t];
+    }
+    for (std::size_t i = 0; i < L; ++i)
+      for (std::size_t j = 0; j < L; ++j)
+        for (std::size_t kk = 0; kk < L; ++kk) ds[i][j] += c * p[i][j] * p[i][kk] * (dp[i][j] - dp[i][kk]);
+    for (std::size_t i = 0; i < L; ++i)
+      for (std::size_t j = 0; j < L; ++j)
+        for (std::size_t t = 0; t < DK; ++t) dq[i][t] += ds[i][j] * k[j][t], dk[j][t] += ds[i][j] * q[i][t];
+    for (std::size_t i = 0; i < L; ++i)
+      for (std::size_t m = 0; m < D; ++m) {
+        for (std::size_t t = 0; t < DK; ++t) dwq[m][t] += x[i][m] * dq[i][t], dwk[m][t] += x[i][m] * dk[i][t];
+        for (std::size_t t = 0; t < DV; ++t) dwv[m][t] += x[i][m] * dv[i][t];
+      }
+  }
+};
+
+// The largest |got - want| over a gradient, relative to the gradient's largest element.
+template <class Tn, std::size_t R, std::size_t C>
+constexpr double rel_err(const Tn& got, const double (&want)[R][C]) {
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) scale = absd(want[i][j]) > scale ? absd(want[i][j]) : scale;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) {
+      const double e = absd(got(i, j) - want[i][j]) / scale;
+      worst = e > worst ? e : worst;
+    }
+  return worst;
+}
+
+namespace seed {
+constexpr double X[3][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}};
+constexpr double WQ[4][2] = {{1, 0}, {1, 0}, {0, 1}, {0, 1}};
+constexpr double WK[4][2] = {{0, 1}, {0, 1}, {1, 0}, {1, 0}};
+constexpr double WV[4][2] = {{1, 0}, {0, 1}, {1, 0}, {0, 1}};
+constexpr double ones[3][2] = {{1, 1}, {1, 1}, {1, 1}};
+// The squared error against the target [[17, 19], [16, 19], [18.5, 20.5]]: dO = 2 (O - target), O = [[18, 20], [18, 20],
+// [18, 20]] (to 1e-15).
+constexpr double dsq[3][2] = {{2, 2}, {4, 2}, {-1, -1}};
+}  // namespace seed
+
+constexpr auto seed001_sum_grads() {
+  using namespace seed001;
+  return grad(attention(X * W_Q, X * W_K, X * W_V), wrt(W_Q, W_K, W_V));
+}
+constexpr auto seed001_squared_error_grads() {
+  using namespace seed001;
+  const tensor<double, seq<3>, d_v<2>> t{{17, 19}, {16, 19}, {18.5, 20.5}};
+  return grad(square(attention(X * W_Q, X * W_K, X * W_V) - t), wrt(W_Q, W_K, W_V));
+}
+constexpr loop_reference<3, 4, 2, 2> seed_sum_ref(seed::X, seed::WQ, seed::WK, seed::WV, seed::ones);
+constexpr loop_reference<3, 4, 2, 2> seed_sq_ref(seed::X, seed::WQ, seed::WK, seed::WV, seed::dsq);
+
+constexpr double seed_sum_worst() {
+  const auto [dq, dk, dv] = seed001_sum_grads();
+  const double e[3] = {rel_err(dq, seed_sum_ref.dwq), rel_err(dk, seed_sum_ref.dwk), rel_err(dv, seed_sum_ref.dwv)};
+  return e[0] > e[1] ? (e[0] > e[2] ? e[0] : e[2]) : (e[1] > e[2] ? e[1] : e[2]);
+}
+constexpr double seed_sq_worst() {
+  const auto [dq, dk, dv] = seed001_squared_error_grads();
+  const double e[3] = {rel_err(dq, seed_sq_ref.dwq), rel_err(dk, seed_sq_ref.dwk), rel_err(dv, seed_sq_ref.dwv)};
+  return e[0] > e[1] ? (e[0] > e[2] ? e[0] : e[2]) : (e[1] > e[2] ? e[1] : e[2]);
+}
+static_assert(seed_sum_worst() < 1e-12);
+static_assert(seed_sq_worst() < 1e-12);
+// dW_V of the sum: X^T P^T 1, and P's rows are one-hot to 1e-15 on token C: every row of dW_V is 3 x (row C of X).
+static_assert(absd(std::get<2>(seed001_sum_grads())(3, 1) - 33.0) < 1e-12);
+
+// A small attention whose softmax is far from saturated: 4 tokens of 3 features, d_k = d_v = 2.
+namespace small {
+constexpr double X[4][3] = {{0.1, -0.2, 0.3}, {0.4, 0.1, -0.5}, {-0.3, 0.2, 0.2}, {0.0, 0.5, -0.1}};
+constexpr double WQ[3][2] = {{0.5, -0.3}, {0.2, 0.8}, {-0.6, 0.1}};
+constexpr double WK[3][2] = {{-0.4, 0.7}, {0.3, -0.2}, {0.9, 0.5}};
+constexpr double WV[3][2] = {{0.2, 0.1}, {-0.5, 0.4}, {0.3, -0.7}};
+constexpr double DO[4][2] = {{1, -0.5}, {0.25, 2}, {-1, 0.75}, {0.5, 0.5}};
+template <std::size_t R, std::size_t C>
+constexpr tensor<double, R, C> t(const double (&a)[R][C]) {
+  return tensor<double, R, C>::generate([&](auto i, auto j) { return a[i][j]; });
+}
+constexpr loop_reference<4, 3, 2, 2> ref(X, WQ, WK, WV, DO);
+constexpr double worst() {
+  const auto x = t(X);
+  const auto wq = t(WQ), wk = t(WK);
+  const auto wv = t(WV);
+  const auto dout = t(DO);
+  const auto [dq, dk, dv] = backward(attention(x * wq, x * wk, x * wv), dout, wrt(wq, wk, wv));
+  const double e[3] = {rel_err(dq, ref.dwq), rel_err(dk, ref.dwk), rel_err(dv, ref.dwv)};
+  return e[0] > e[1] ? (e[0] > e[2] ? e[0] : e[2]) : (e[1] > e[2] ? e[1] : e[2]);
+}
+static_assert(worst() < 1e-13);
+static_assert(absd(ref.dwq[0][0]) > 1e-3);  // (gradients of a live softmax, not zeros)
+}  // namespace small
+
+BOOST_AUTO_TEST_CASE(compile_time_results_hold_at_run_time) {
+  BOOST_TEST(seed_sum_worst() < 1e-12);
+  BOOST_TEST(seed_sq_worst() < 1e-12);
+  BOOST_TEST(small::worst() < 1e-13);
+  // And against finite differences at run time, for the squared error of seed 001.
+  auto wq = seed001::W_Q;
+  const auto [dq, dk, dv] = seed001_squared_error_grads();
+  const tensor<double, seq<3>, d_v<2>> target{{17, 19}, {16, 19}, {18.5, 20.5}};
+  const auto f = [&] {
+    using namespace seed001;
+    const tensor<double, seq<3>, d_v<2>> o = attention(X * wq, X * W_K, X * W_V);
+    double s = 0;
+    for (std::size_t i = 0; i < 6; ++i) s += (o.data()[i] - target.data()[i]) * (o.data()[i] - target.data()[i]);
+    return s;
+  };
+  BOOST_TEST(fd_error(wq, f, dq, 1e-4) < 1e-6);
+  BOOST_TEST(absd(dv(0, 0)) > 1.0);
+}
