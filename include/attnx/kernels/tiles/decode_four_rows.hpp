@@ -51,8 +51,7 @@ struct four_rows_loop : decode_ops<T, KV> {
   }
   // The dots of keys kx .. kx + 3 for every row into part[.][s]; the same rows at kpf prefetched into L2 (and with
   // 16-bit K those at kpn into L1).
-  ATTNX_FORCE_INLINE void dots4(const KV* kx, std::size_t s, const T* q, const KV* kpf, const KV* kpn) {
-    const std::ptrdiff_t ks = it.ks;
+  ATTNX_FORCE_INLINE void dots4(const KV* kx, std::size_t s, const T* q, const KV* kpf, const KV* kpn, std::ptrdiff_t ks) {
     R a[NR][S];
     if constexpr (pairs) {  // vectors c and c + 1 of q against the even and odd values of each key's 2 W
       ATTNX_UNROLL
@@ -120,20 +119,21 @@ struct four_rows_loop : decode_ops<T, KV> {
   }
   // Keys x .. x + n - 1 of the group at vg (n <= S) weighted into every row's output; the rows at vpf prefetched into
   // L2, a line per vector loaded, and with 16-bit V the S rows at vpn into L1 unless it is null.
-  ATTNX_FORCE_INLINE void values(const KV* vg, std::size_t x, std::size_t n, const KV* vpf, const KV* vpn) {
+  ATTNX_FORCE_INLINE void values(const KV* vg, std::size_t x, std::size_t n, const KV* vpf, const KV* vpn, T* os,
+                                 std::ptrdiff_t vs) {
     R wv[NR][S];
     ATTNX_UNROLL
     for (std::size_t r = 0; r < NR; ++r) {
       ATTNX_UNROLL
       for (std::size_t j = 0; j < S; ++j) wv[r][j] = V::set1(j < n ? w[r][x + j] : T(0));
     }
-    const KV* vx = vg + sz(x) * it.vs;
-    if constexpr (pairs) values_pairs(wv, vx, n, vpf, vpn);
-    else values_plain(wv, vx, n, vpf, vpn);
+    const KV* vx = vg + sz(x) * vs;
+    if constexpr (pairs) values_pairs(wv, vx, n, vpf, vpn, os, vs);
+    else values_plain(wv, vx, n, vpf, vpn, os, vs);
   }
   // Output vectors c and c + 1 (in the pairs' order) from each key's 2 W bf16 values.
-  ATTNX_FORCE_INLINE void values_pairs(const R (&wv)[NR][S], const KV* vx, std::size_t n, const KV* vpf, const KV* vpn) {
-    const std::ptrdiff_t vs = it.vs;
+  ATTNX_FORCE_INLINE static void values_pairs(const R (&wv)[NR][S], const KV* vx, std::size_t n, const KV* vpf,
+                                              const KV* vpn, T* os, std::ptrdiff_t vs) {
     ATTNX_UNROLL
     for (std::size_t c = 0; c < DV; c += 2) {
       R ve[S], vo[S];
@@ -144,21 +144,21 @@ struct four_rows_loop : decode_ops<T, KV> {
         else
           ve[j] = vo[j] = V::zero();  // (a padding slot: weight 0, and 0 x an infinite value is NaN)
       }
-      prefetch_values_line(vpf, vpn, n, c);
+      prefetch_values_line(vpf, vpn, n, c, vs);
       ATTNX_UNROLL
       for (std::size_t r = 0; r < NR; ++r) {
         ATTNX_UNROLL
         for (std::size_t h = 0; h < 2; ++h) {
-          R o = V::load(rs.os + r * dvp + (c + h) * W);
+          R o = V::load(os + r * dvp + (c + h) * W);
           ATTNX_UNROLL
           for (std::size_t j = 0; j < S; ++j) o = V::fmadd(wv[r][j], h == 0 ? ve[j] : vo[j], o);
-          V::store(rs.os + r * dvp + (c + h) * W, o);
+          V::store(os + r * dvp + (c + h) * W, o);
         }
       }
     }
   }
-  ATTNX_FORCE_INLINE void values_plain(const R (&wv)[NR][S], const KV* vx, std::size_t n, const KV* vpf, const KV* vpn) {
-    const std::ptrdiff_t vs = it.vs;
+  ATTNX_FORCE_INLINE static void values_plain(const R (&wv)[NR][S], const KV* vx, std::size_t n, const KV* vpf,
+                                              const KV* vpn, T* os, std::ptrdiff_t vs) {
     ATTNX_UNROLL
     for (std::size_t c = 0; c < DV; ++c) {
       R vv[S];
@@ -167,23 +167,24 @@ struct four_rows_loop : decode_ops<T, KV> {
         vv[j] = ops::load_kv(vx + sz(j < n ? j : 0) * vs + sz(c * W));
         if (j >= n) vv[j] = V::zero();  // (as above)
       }
-      if ((c * W * sizeof(KV)) % 64 == 0) prefetch_values_line(vpf, vpn, n, c);
+      if ((c * W * sizeof(KV)) % 64 == 0) prefetch_values_line(vpf, vpn, n, c, vs);
       ATTNX_UNROLL
       for (std::size_t r = 0; r < NR; ++r) {
-        R o = V::load(rs.os + r * dvp + c * W);
+        R o = V::load(os + r * dvp + c * W);
         ATTNX_UNROLL
         for (std::size_t j = 0; j < S; ++j) o = V::fmadd(wv[r][j], vv[j], o);
-        V::store(rs.os + r * dvp + c * W, o);
+        V::store(os + r * dvp + c * W, o);
       }
     }
   }
   // Vector c of the V rows at vpf (the first n; padding slots repeat row 0) into L2, and of the S rows at vpn into L1.
-  ATTNX_FORCE_INLINE void prefetch_values_line(const KV* vpf, const KV* vpn, std::size_t n, std::size_t c) const {
+  ATTNX_FORCE_INLINE static void prefetch_values_line(const KV* vpf, const KV* vpn, std::size_t n, std::size_t c,
+                                                      std::ptrdiff_t vs) {
     ATTNX_UNROLL
-    for (std::size_t j = 0; j < S; ++j) __builtin_prefetch(vpf + sz(j < n ? j : 0) * it.vs + sz(c * W), 0, 2);
+    for (std::size_t j = 0; j < S; ++j) __builtin_prefetch(vpf + sz(j < n ? j : 0) * vs + sz(c * W), 0, 2);
     if (near && vpn) {
       ATTNX_UNROLL
-      for (std::size_t j = 0; j < S; ++j) __builtin_prefetch(vpn + sz(j) * it.vs + sz(c * W), 0, 3);
+      for (std::size_t j = 0; j < S; ++j) __builtin_prefetch(vpn + sz(j) * vs + sz(c * W), 0, 3);
     }
   }
   ATTNX_FORCE_INLINE void at_boundary(std::size_t jn) {
@@ -193,24 +194,28 @@ struct four_rows_loop : decode_ops<T, KV> {
     boundary += it.chunk;
   }
   // This group's values (at vg) with the next whole group's dots (at kn, key jn on), four keys a step.
+  // The item's strides and the outputs in locals: the vector stores may alias any memory, this object's included.
   ATTNX_FORCE_INLINE void steps(const KV* vg, const KV* kn, std::size_t jn) {
     const std::size_t kend = it.kend;
+    const std::ptrdiff_t ks = it.ks, vs = it.vs;
+    T* const os = rs.os;
+    const T* const qp = qd.p;
     ATTNX_NOUNROLL
     for (std::size_t s = 0; s < W / S; ++s) {
-      const T* q = qd.p;
+      const T* q = qp;
 #if defined(__GNUC__)
       __asm__("" : "+r"(q));  // q read from L1 at every step, not held in registers across the loop
 #endif
       // The rows pf_keys on, or near the item's end its last four keys (no prefetch past them, no test).
       const std::size_t pf_at = alg::min(s * S + pf_keys, kend - jn - S);
       const std::size_t pn_at = alg::min(s * S + near_keys, kend - jn - S);
-      dots4(kn + sz(s * S) * it.ks, s, q, kn + sz(pf_at) * it.ks, kn + sz(pn_at) * it.ks);
-      values(vg, s * S, S, vg + sz(pf_at) * it.vs, near ? vg + sz(pn_at) * it.vs : nullptr);
+      dots4(kn + sz(s * S) * ks, s, q, kn + sz(pf_at) * ks, kn + sz(pn_at) * ks, ks);
+      values(vg, s * S, S, vg + sz(pf_at) * vs, near ? vg + sz(pn_at) * vs : nullptr, os, vs);
       if constexpr (sizeof(KV) == sizeof(T)) {  // fp32: the step's rows prefetch_keys on into L1 as well
         if (s * S + prefetch_keys + S <= kend - jn) {
           ATTNX_UNROLL
           for (std::size_t j = 0; j < S; ++j)
-            ops::prefetch_key(kn + sz(s * S + j) * it.ks, it.ks, vg + sz(s * S + j) * it.vs, it.vs, prefetch_keys,
+            ops::prefetch_key(kn + sz(s * S + j) * ks, ks, vg + sz(s * S + j) * vs, vs, prefetch_keys,
                               dkp * sizeof(KV), dvp * sizeof(KV));
         }
       }
@@ -229,7 +234,7 @@ struct four_rows_loop : decode_ops<T, KV> {
         weigh_all(jn);
       } else {
         const std::size_t nv = alg::min(W, kend - j0);
-        for (std::size_t x = 0; x < nv; x += S) values(vg, x, alg::min(S, nv - x), vg + sz(x) * it.vs, nullptr);
+        for (std::size_t x = 0; x < nv; x += S) values(vg, x, alg::min(S, nv - x), vg + sz(x) * it.vs, nullptr, rs.os, it.vs);
         at_boundary(jn);
         if (jn < kend) dots_apart(jn);
       }
