@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(matmul_batched_and_shared_rhs) {
 }
 
 // Attention with projections, X used three times; every mask kind; dyn sequence lengths of 1, 3, 17 and 65.
-template <class T, std::size_t L>
+template <std::size_t L>
 void check_projected_attention(std::size_t n, int mask_kind) {
   test_random::rng r(10 + n + 100 * mask_kind);
   tensor<double, L, 8> x(n);
@@ -173,9 +173,9 @@ void check_projected_attention(std::size_t n, int mask_kind) {
 }
 BOOST_AUTO_TEST_CASE(attention_every_mask_kind_dyn_lengths) {
   for (std::size_t n : {1, 3, 17})
-    for (int kind = 0; kind < 5; ++kind) check_projected_attention<double, dyn>(n, kind);
-  check_projected_attention<double, dyn>(65, 1);
-  check_projected_attention<double, dyn>(65, 3);
+    for (int kind = 0; kind < 5; ++kind) check_projected_attention<dyn>(n, kind);
+  check_projected_attention<dyn>(65, 1);
+  check_projected_attention<dyn>(65, 3);
 }
 
 // A fully masked row passes no gradient to its query, and none of its zero weights reaches K or V.

@@ -480,13 +480,7 @@ struct evaluator<norm_expr<Kind, A, W, B>> {
     if (n == 0) return;
     for (std::size_t j = 0; j < n; ++j) x[j] = static_cast<T>(a.at(j));
     T mean = 0;
-    if constexpr (Kind == norm_kind::layer) {
-      for (std::size_t j = 0; j < n; ++j) mean += x[j];
-      mean /= static_cast<T>(n);
-    }
-    T ss = 0;
-    for (std::size_t j = 0; j < n; ++j) ss += (x[j] - mean) * (x[j] - mean);
-    const T inv = T(1) / math::sqrt(ss / static_cast<T>(n) + eps);
+    const T inv = norm_statistics<Kind>(x, n, eps, mean);
     for (std::size_t j = 0; j < n; ++j) {
       const T y = (x[j] - mean) * inv * static_cast<T>(w.at(j));
       x[j] = has_bias ? y + static_cast<T>(b.at(j)) : y;

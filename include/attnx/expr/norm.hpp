@@ -21,6 +21,7 @@
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/core/expression.hpp"
 #include "attnx/expr/reduce.hpp"
+#include "attnx/math/constexpr_math.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
 
@@ -49,6 +50,20 @@ class norm_expr : public expression_tag {
   B b_;
   value_type eps_;
 };
+
+// A row's statistics as layer_norm (Kind layer) and rms_norm normalise it: the mean (0 for rms) into `mean`, and
+// 1 / sqrt(biased variance (rms: mean square) + eps) returned. Shared by the evaluator and the gradient's rule.
+template <norm_kind Kind, class T>
+constexpr T norm_statistics(const T* x, std::size_t n, T eps, T& mean) {
+  mean = 0;
+  if constexpr (Kind == norm_kind::layer) {
+    for (std::size_t j = 0; j < n; ++j) mean += x[j];
+    mean /= static_cast<T>(n);
+  }
+  T ss = 0;
+  for (std::size_t j = 0; j < n; ++j) ss += (x[j] - mean) * (x[j] - mean);
+  return T(1) / math::sqrt(ss / static_cast<T>(n) + eps);
+}
 
 // log_softmax(a) along the last axis, the node.
 template <class A>

@@ -151,13 +151,6 @@ template <class SA, class T, class SR>
 constexpr basic_tensor<T, SA> sum_to(const basic_tensor<T, SR>& g, const dims_t<SA::rank>& da) {
   constexpr std::size_t R = SR::rank, RA = SA::rank;
   const auto dr = g.dims();
-  bool same = R == RA;
-  for (std::size_t k = 0; same && k < RA; ++k) same = da[k] == dr[k + R - RA];
-  if (same) {
-    basic_tensor<T, SA> out(da, uninitialized);
-    alg::copy_n(g.data(), out.numel(), out.data());  // (out.numel() == g.numel() here)
-    return out;
-  }
   basic_tensor<T, SA> out = zeros<T, SA>(da);
   dims_t<RA> st{};
   std::size_t acc = 1;
@@ -183,24 +176,22 @@ template <class E, class G, class Acc>
 constexpr void backprop(const E& e, const G& g, Acc& acc) {
   if constexpr (Acc::template reaches<E>) rule<E>::apply(e, g, acc);
 }
-// g (a tensor of a's extents, in another shape type) as a's gradient.
-template <class A, class G, class Acc>
-constexpr void backprop_as(const A& a, const G& g, Acc& acc) {
-  if constexpr (Acc::template reaches<A>) {
-    if constexpr (std::is_same_v<shape_of_t<G>, shape_of_t<A>>) backprop(a, g, acc);
-    else backprop(a, as<shape_of_t<A>>(g), acc);
-  }
-}
-// g for operand a: its value (an expression of a's shape, or broadcast to it) evaluated and passed on.
+// g for operand a: ge (an expression of a's extents, or broadcast to them) passed on as a tensor of a's shape: as it
+// is when it is one, evaluated into one when its extents are a's, else evaluated and summed over the broadcast axes.
 template <class A, class GE, class Acc>
 constexpr void pass(const A& a, const GE& ge, Acc& acc) {
   if constexpr (Acc::template reaches<A>) {
     using S = shape_of_t<A>;
-    if constexpr (std::is_same_v<shape_of_t<GE>, S>) {
+    using SG = shape_of_t<GE>;
+    if constexpr (std::is_same_v<std::remove_cvref_t<GE>, basic_tensor<value_t<GE>, S>>) {
+      backprop(a, ge, acc);
+    } else if constexpr (std::is_same_v<SG, S>) {
       backprop(a, as<S>(ge), acc);
     } else {
-      const basic_tensor<value_t<GE>, shape_of_t<GE>> full(ge);  // (equal extents: sum_to copies)
-      backprop(a, sum_to<S>(full, dims_of(a)), acc);
+      if constexpr (may_equal_shapes<SG, S>()) {
+        if (dims_of(ge) == dims_of(a)) return backprop(a, as<S>(ge), acc);
+      }
+      backprop(a, sum_to<S>(basic_tensor<value_t<GE>, SG>(ge), dims_of(a)), acc);
     }
   }
 }
@@ -220,9 +211,9 @@ struct rule {
 
 // Leaves: a named tensor or a view adds g where its memory is a wrt() leaf's (the same first element and count;
 // at run time also any contiguous part of one, e.g. a view of a tensor's rows).
-template <class T, class U, class L, class G>
-constexpr void add_at_leaf(const T* data, std::size_t count, const L* leaf, result_t<L>& grad, const G& g) {
-  if constexpr (std::is_same_v<value_t<L>, std::remove_const_t<U>>) {
+template <class U, class L, class G>
+constexpr void add_at_leaf(const U* data, std::size_t count, const L* leaf, result_t<L>& grad, const G& g) {
+  if constexpr (std::is_same_v<value_t<L>, U>) {
     if (leaf == nullptr) return;
     const auto* base = leaf->data();
     const std::size_t n = grad.numel();
@@ -243,7 +234,7 @@ constexpr void at_leaf(const E& e, const G& g, Acc& acc) {
   const U* data = e.data();
   const std::size_t count = dims_size(dims_of(e));
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (add_at_leaf<U, U>(data, count, std::get<I>(acc.leaves), std::get<I>(acc.grads), g), ...);
+    (add_at_leaf(data, count, std::get<I>(acc.leaves), std::get<I>(acc.grads), g), ...);
   }(std::make_index_sequence<std::tuple_size_v<decltype(acc.leaves)>>{});
 }
 template <class U, class S>
@@ -396,7 +387,7 @@ struct rule<softmax_expr<A>> {
       for (std::size_t k = 0; k < n; ++k) c += k == m ? T(0) : pr[k] * (gr[k] - gr[m]);
       for (std::size_t j = 0; j < n; ++j) pr[j] *= (gr[j] - gr[m]) - c;  // (p becomes dS in place)
     }
-    backprop_as(e.operand(), p, acc);
+    backprop(e.operand(), p, acc);  // (softmax's shape is its operand's)
   }
 };
 // log_softmax: g - exp(y) rowsum(g).
@@ -427,12 +418,13 @@ struct rule<reduce_expr<Op, A>> {
         for (std::size_t j = 0; j < n; ++j) ga.data()[r * n + j] = g.data()[r];
     } else {
       const result_t<A> av(a);
-      const result_t<reduce_expr<Op, A>> m(e);
       for (std::size_t r = 0; r < rows; ++r) {
+        const T* x = av.data() + r * n;
+        T m = ops::row_max::init<T>();
+        for (std::size_t j = 0; j < n; ++j) m = ops::row_max{}(m, x[j]);
         std::size_t ties = 0;
-        for (std::size_t j = 0; j < n; ++j) ties += av.data()[r * n + j] == m.data()[r];
-        for (std::size_t j = 0; j < n; ++j)
-          ga.data()[r * n + j] = av.data()[r * n + j] == m.data()[r] ? g.data()[r] / static_cast<T>(ties) : T(0);
+        for (std::size_t j = 0; j < n; ++j) ties += x[j] == m;
+        for (std::size_t j = 0; j < n; ++j) ga.data()[r * n + j] = x[j] == m ? g.data()[r] / static_cast<T>(ties) : T(0);
       }
     }
     backprop(a, ga, acc);
@@ -536,13 +528,7 @@ struct rule<norm_expr<Kind, A, W, B>> {
       const T* xr = x.data() + r * n;
       const T* gr = g.data() + r * n;
       T mean = 0;
-      if constexpr (Kind == norm_kind::layer) {
-        for (std::size_t j = 0; j < n; ++j) mean += xr[j];
-        mean /= static_cast<T>(n);
-      }
-      T ss = 0;
-      for (std::size_t j = 0; j < n; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
-      const T inv = T(1) / math::sqrt(ss / static_cast<T>(n) + e.eps());
+      const T inv = norm_statistics<Kind>(xr, n, e.eps(), mean);
       T mg = 0, mgx = 0;
       for (std::size_t j = 0; j < n; ++j) {
         xh.data()[j] = (xr[j] - mean) * inv;
