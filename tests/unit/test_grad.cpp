@@ -6,6 +6,7 @@
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -364,9 +365,27 @@ static_assert(absd(ref.dwq[0][0]) > 1e-3);  // (gradients of a live softmax, not
 }  // namespace small
 
 BOOST_AUTO_TEST_CASE(compile_time_results_hold_at_run_time) {
-  BOOST_TEST(seed_sum_worst() < 1e-12);
-  BOOST_TEST(seed_sq_worst() < 1e-12);
+  {  // the rules, as in the constant evaluation
+    attnx::context off;
+    off.set_fused(false);
+    attnx::context_scope use(off);
+    BOOST_TEST(seed_sum_worst() < 1e-12);
+    BOOST_TEST(seed_sq_worst() < 1e-12);
+    BOOST_TEST(small::worst() < 1e-13);
+  }
+  // The fused backward: seed 001's rows are saturated (one weight 1 - 1e-15), where dS = P o (dP - rowsum(dO o O))
+  // keeps an absolute error of rounding in |dO| |V|, while the true dW_Q and dW_K are of that order themselves
+  // (docs/gradients.md, "Precision"). dW_V = X^T P^T dO has no cancellation.
   BOOST_TEST(small::worst() < 1e-13);
+  {
+    const auto [dq, dk, dv] = seed001_squared_error_grads();
+    BOOST_TEST(rel_err(dv, seed_sq_ref.dwv) < 1e-12);
+    double worst = 0;
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 2; ++j)
+        worst = std::max({worst, absd(dq(i, j) - seed_sq_ref.dwq[i][j]), absd(dk(i, j) - seed_sq_ref.dwk[i][j])});
+    BOOST_TEST(worst < 1e-13 * absd(seed_sq_ref.dwv[3][1]));
+  }
   // And against finite differences at run time, for the squared error of seed 001.
   auto wq = seed001::W_Q;
   const auto [dq, dk, dv] = seed001_squared_error_grads();
@@ -380,4 +399,61 @@ BOOST_AUTO_TEST_CASE(compile_time_results_hold_at_run_time) {
   };
   BOOST_TEST(fd_error(wq, f, dq, 1e-4) < 1e-6);
   BOOST_TEST(absd(dv(0, 0)) > 1.0);
+}
+
+// The fused backward (the rule of a fused attention, kernels::flash_attention_backward) against the unfused rules
+// (the context's fused path off), on the forms the forward fuses: heads split from projections, grouped K/V heads,
+// K and V shared by a batch, cross-attention of dyn lengths, each mask kind the kernel takes; and that it ran.
+template <class T, class F>
+void check_fused_matches_rules(const F& grads, double tol, const char* what) {
+  const std::size_t before = attnx::current_context().fused_runs();
+  const auto fused = grads();
+  BOOST_TEST(attnx::current_context().fused_runs() > before, what << ": the fused backward did not run");
+  attnx::context off;
+  off.set_fused(false);
+  attnx::context_scope use(off);
+  const auto rules = grads();
+  const auto compare = [&](const auto& a, const auto& b, std::size_t index) {
+    double worst = 0;
+    for (std::size_t e = 0; e < a.numel(); ++e)
+      worst = std::max(worst, absd(double(a.data()[e]) - double(b.data()[e])) / (1 + absd(double(b.data()[e]))));
+    BOOST_TEST(worst <= tol, what << ", gradient " << index << ": worst error " << worst);
+  };
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (compare(std::get<I>(fused), std::get<I>(rules), I), ...);
+  }(std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(fused)>>>{});
+}
+
+BOOST_AUTO_TEST_CASE(fused_backward_matches_the_rules) {
+  test_random::rng r(90);
+  // Multi-head self-attention from projections of one x: 4 query heads over 2 K/V heads, causal.
+  tensor<double, 2, 70, 32> x;
+  tensor<double, 32, 32> wq;
+  tensor<double, 32, 16> wk, wv;
+  fill(x, r), fill(wq, r, -0.3, 0.3), fill(wk, r, -0.3, 0.3), fill(wv, r);
+  check_fused_matches_rules<double>(
+      [&] {
+        return grad(merge_heads(attention(split_heads<4>(x * wq), repeat_heads<2>(split_heads<2>(x * wk)),
+                                          repeat_heads<2>(split_heads<2>(x * wv)), causal)),
+                    wrt(x, wq, wk, wv));
+      },
+      1e-12, "GQA self-attention");
+  // A batch of queries against one K and V (rank 2: their gradients summed over the batch), key padding.
+  tensor<float, 3, 40, 16> qb;
+  tensor<float, 50, 16> kb, vb;
+  fill(qb, r), fill(kb, r), fill(vb, r);
+  check_fused_matches_rules<float>([&] { return grad(attention(qb, kb, vb, key_padding<37>), wrt(qb, kb, vb)); }, 2e-5,
+                                   "shared K and V");
+  // Cross-attention of dyn lengths 65 x 130, bottom-right causal and a boolean mask; dot_scores with a scale.
+  tensor<double, dyn, 24> qc(65), kc(130), vc(130);
+  fill(qc, r), fill(kc, r), fill(vc, r);
+  tensor<bool, dyn, dyn> allow(65, 130);
+  for (std::size_t i = 0; i < 65; ++i)
+    for (std::size_t j = 0; j < 130; ++j) allow(i, j) = (i * 7 + j * 3) % 5 != 0;
+  check_fused_matches_rules<double>(
+      [&] { return grad(attention(qc, kc, vc, allowed(allow), causal_bottom_right), wrt(qc, kc, vc)); }, 1e-12,
+      "cross-attention");
+  check_fused_matches_rules<double>(
+      [&] { return grad(hadamard(softmax(dot_scores(qc, kc, 0.3)) * vc, softmax(dot_scores(qc, kc, 0.3)) * vc), wrt(qc, kc, vc)); },
+      1e-12, "a sub-expression used twice");
 }

@@ -441,6 +441,22 @@ void layers() {
          "rows per item");
 }
 
+// Gradients: grad and backward over a fused attention (the fused backward) and over elementwise rules.
+void gradients() {
+  tensor<float, seq<6>, d_model<4>> x;
+  tensor<float, d_model<4>, d_k<4>> w;
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 4; ++j) x(i, j) = 0.1f * static_cast<float>(i) - 0.2f * static_cast<float>(j);
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 4; ++j) w(i, j) = i == j ? 1.0f : 0.1f;
+  const auto [dx, dw] = grad(attention(x * w, x * w, x, causal), wrt(x, w));
+  tensor<float, seq<6>, d_model<4>> dy;
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 4; ++j) dy(i, j) = 1.0f;
+  const auto [dx2] = backward(tanh(x), dy, wrt(x));
+  expect(std::isfinite(dx(5, 3)) && std::isfinite(dw(0, 0)) && std::abs(dx2(0, 0) - 1.0f) < 1e-6f, "gradients");
+}
+
 }  // namespace
 
 int main() {
@@ -450,6 +466,7 @@ int main() {
   decoding();
   operations();
   layers();
+  gradients();
   if (failures == 0) std::cout << "api: all checks passed\n";
   return failures == 0 ? 0 : 1;
 }

@@ -259,6 +259,24 @@ struct pattern<merge_heads_expr<E>> {
   static constexpr bool value = pattern<E>::value && shape_of_t<E>::rank >= 3;
 };
 
+// The kernel's problem for softmax(P) * V, its operands held in h and v (which must outlive it), scores of extents d;
+// the output and lse are the caller's to set.
+template <class T, class P, class V>
+problem<T> describe(const typename chain<P>::held& h, const strided_operand<V>& v, const dims_t<shape_of_t<P>::rank>& d) {
+  using S = shape_of_t<P>;
+  constexpr std::size_t R = S::rank;
+  problem<T> p;
+  chain<P>::template extract<S>(h, p, d);
+  p.v = v.template kernel_view<R>();
+  p.batch = R >= 3 ? d[0] : 1;
+  p.heads = R == 4 ? d[1] : 1;
+  p.kv_heads = p.heads / strided_operand<typename chain<P>::k>::group;
+  p.lq = d[R - 2];
+  p.lk = d[R - 1];
+  p.dv = v.cols;
+  return p;
+}
+
 // Runs the kernel with ctx, its output (b, h, i, c) at o.data + b o.batch + h o.head + i o.row + c; with ctx's fused
 // path off, or with no key or query at all (a dyn length of 0), the same problem row by row
 // (kernels::attention_rows): the expression's own row evaluators are left for constant evaluation.
@@ -266,22 +284,11 @@ struct pattern<merge_heads_expr<E>> {
 template <class T, class P, class V>
 bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx,
          kernels::strided<T> lse = {}) {
-  using S = shape_of_t<P>;
-  using K = typename chain<P>::k;
-  constexpr std::size_t R = S::rank;
   const auto d = dims_of(e.lhs().operand());
   const typename chain<P>::held h(e.lhs().operand());
   const strided_operand<V> v(e.rhs());
-  problem<T> p;
-  chain<P>::template extract<S>(h, p, d);
-  p.v = v.template kernel_view<R>();
+  problem<T> p = describe<T, P>(h, v, d);
   p.o = o;
-  p.batch = R >= 3 ? d[0] : 1;
-  p.heads = R == 4 ? d[1] : 1;
-  p.kv_heads = p.heads / strided_operand<K>::group;
-  p.lq = d[R - 2];
-  p.lk = d[R - 1];
-  p.dv = v.cols;
   p.lse = lse;
   if (!ctx.fused() || dims_size(d) == 0 || p.dv == 0) {
     kernels::attention_rows(p, ctx);

@@ -10,7 +10,7 @@
 // their memory (a named tensor, or a view over the same elements), so a tensor used twice gets both paths.
 // Operands that hold no tensor or view (numbers, temporaries the expression owns) are not walked. A node without
 // a derivative (a comparison, a bool mask read as a value, map's user function, and the nodes that have no rule
-// yet: slice, concat, index_select, rotary, the pairwise similarities) is one compile error naming it.
+// yet: slice, concat, index_select, rotary, the pairwise similarities other than dot_scores) is one compile error naming it.
 //
 // What a rule keeps: the forward values it needs are recomputed from the operands (softmax's P, a product's
 // other operand), one node at a time; memory is a gradient tensor per node on the path, never a tape.
@@ -28,6 +28,8 @@
 #include "attnx/attention.hpp"
 #include "attnx/core/expression.hpp"
 #include "attnx/eval/assign.hpp"
+#include "attnx/eval/fused.hpp"
+#include "attnx/eval/strided_operand.hpp"
 #include "attnx/expr/cast.hpp"
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/evaluated.hpp"
@@ -38,6 +40,7 @@
 #include "attnx/expr/norm.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/select.hpp"
+#include "attnx/kernels/flash_attention_backward.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -201,7 +204,7 @@ template <class E>
 constexpr void no_derivative() {
   static_assert(error::holds<error::no_derivative<error::node_type<E>>>,
                 "attnx: grad: this node has no derivative (comparisons, bool masks read as values and map's function "
-                "have none; slice, concat, index_select, rotary and the pairwise similarities have no rule yet)");
+                "have none; slice, concat, index_select, rotary and the pairwise similarities but dot_scores have no rule yet)");
 }
 template <class E>
 struct rule {
@@ -332,7 +335,7 @@ struct rule<binary_expr<Op, A, B>> {
 };
 
 template <class A, class B>
-struct rule<matmul_expr<A, B>> {
+struct matmul_rule {
   template <class G, class Acc>
   static constexpr void apply(const matmul_expr<A, B>& e, const G& g, Acc& acc) {
     const A& a = e.lhs();
@@ -356,6 +359,115 @@ struct rule<matmul_expr<A, B>> {
         pass(b, transpose(a) * g, acc);
       }
     }
+  }
+};
+
+template <class A, class B>
+struct rule<matmul_expr<A, B>> : matmul_rule<A, B> {};
+
+// dot_scores(Q, K, s) = s Q K^T: dQ = s g K, dK = s g^T Q (summed over the batch where K is shared).
+template <class Q, class K>
+struct rule<pairwise_expr<similarity::dot, Q, K>> {
+  template <class G, class Acc>
+  static constexpr void apply(const pairwise_expr<similarity::dot, Q, K>& e, const G& g, Acc& acc) {
+    using T = value_t<G>;
+    const T s = static_cast<T>(e.similarity().scale);
+    pass(e.queries(), (g * s) * e.keys(), acc);
+    pass(e.keys(), transpose(g * s) * e.queries(), acc);
+  }
+};
+
+// Attention, softmax(P) * V where the forward fuses it (is_fused_v): at run time, with the context's fused path on,
+// the fused backward (kernels/flash_attention_backward.hpp) from the forward's O and lse, recomputed here: dQ, dK and
+// dV without the L x L scores, passed on to Q, K and V (a repeat_heads operand's gradient summed over its repeated
+// heads inside the kernel). Where the kernel declines (a program or special values it does not fuse: see there), and
+// in a constant evaluation, the rules above, node by node.
+template <class P, class V>
+  requires fused::pattern<matmul_expr<softmax_expr<P>, V>>::value
+struct rule<matmul_expr<softmax_expr<P>, V>> {
+  using E = matmul_expr<softmax_expr<P>, V>;
+  template <class G, class Acc>
+  static constexpr void apply(const E& e, const G& g, Acc& acc) {
+    if (!std::is_constant_evaluated() && fused_backward(e, g, acc)) return;
+    matmul_rule<softmax_expr<P>, V>::apply(e, g, acc);
+  }
+
+  // The core of the score chain: Q * transpose(K) or dot_scores(Q, K).
+  template <class Q, class K>
+  static const auto& core(const matmul_expr<Q, transpose_expr<K>>& x) { return x; }
+  template <class Q, class K>
+  static const auto& core(const pairwise_expr<similarity::dot, Q, K>& x) { return x; }
+  template <class Op, class A, class U>
+  static const auto& core(const binary_expr<Op, A, U>& x) { return core(x.lhs()); }
+  template <class A>
+  static const auto& core(const unary_expr<ops::negate, A>& x) { return core(x.operand()); }
+  template <class A, class Kind>
+  static const auto& core(const masked_expr<A, Kind>& x) { return core(x.operand()); }
+  template <class C>
+  static const auto& queries(const C& c) {
+    if constexpr (requires { c.queries(); }) return c.queries();
+    else return c.lhs();
+  }
+  template <class C>
+  static const auto& keys(const C& c) {
+    if constexpr (requires { c.keys(); }) return c.keys();
+    else return c.rhs().operand();
+  }
+  // What K's (V's) gradient goes to: the operand of repeat_heads, with the K/V heads, or the operand itself.
+  template <class X>
+  static const auto& kv_target(const X& x) {
+    if constexpr (strided_operand<X>::group > 1) return x.operand();
+    else return x;
+  }
+  // A contiguous operand of extents dx (rank 2, or the scores' rank R) as the kernel's (batch, head) stack.
+  template <std::size_t R, class U, std::size_t RS>
+  static kernels::strided<U> stack(U* data, const dims_t<RS>& dx) {
+    const auto rows = static_cast<std::ptrdiff_t>(dx[RS - 2]), cols = static_cast<std::ptrdiff_t>(dx[RS - 1]);
+    kernels::strided<U> s{data, 0, 0, cols};
+    if constexpr (RS == 4) s.head = rows * cols, s.batch = static_cast<std::ptrdiff_t>(dx[1]) * rows * cols;
+    if constexpr (RS == 3) s.batch = rows * cols;
+    return s;
+  }
+
+  template <class G, class Acc>
+  static bool fused_backward(const E& e, const G& g, Acc& acc) {
+    using T = value_t<E>;
+    using S = shape_of_t<P>;
+    constexpr std::size_t R = S::rank;
+    const context& ctx = current_context();
+    const auto d = dims_of(e.lhs().operand());
+    if (!ctx.fused() || dims_size(d) == 0) return false;
+    const auto& c = core(e.lhs().operand());
+    const auto& qx = queries(c);
+    const auto& kx = kv_target(keys(c));
+    const auto& vx = kv_target(e.rhs());
+    using QX = std::remove_cvref_t<decltype(qx)>;
+    using KX = std::remove_cvref_t<decltype(kx)>;
+    using VX = std::remove_cvref_t<decltype(vx)>;
+    const typename fused::chain<P>::held h(e.lhs().operand());
+    const strided_operand<V> v(e.rhs());
+    kernels::attention_problem<T> p = fused::describe<T, P>(h, v, d);
+    result_t<E> o(dims_of(e), uninitialized);
+    basic_tensor<T, shape<axis<anon, dyn>>> lse(p.batch * p.heads * p.lq);
+    p.o = stack<R>(o.data(), o.dims());
+    p.lse = {lse.data(), static_cast<std::ptrdiff_t>(p.heads * p.lq), static_cast<std::ptrdiff_t>(p.lq), 1};
+    kernels::flash_attention(p, ctx);
+    basic_tensor<T, shape_of_t<QX>> dq(dims_of(qx), uninitialized);
+    basic_tensor<T, shape_of_t<KX>> dk(dims_of(kx), uninitialized);
+    basic_tensor<T, shape_of_t<VX>> dv(dims_of(vx), uninitialized);
+    kernels::attention_gradients<T> gr;
+    gr.o = stack<R>(static_cast<const T*>(o.data()), o.dims());
+    gr.d_o = stack<R>(static_cast<const T*>(g.data()), g.dims());
+    gr.lse = {lse.data(), p.lse.batch, p.lse.head, 1};
+    gr.dq = stack<R>(dq.data(), dq.dims());
+    gr.dk = stack<R>(dk.data(), dk.dims());
+    gr.dv = stack<R>(dv.data(), dv.dims());
+    if (!kernels::flash_attention_backward(p, gr, ctx)) return false;
+    ctx.count_fused_run();
+    pass(qx, dq, acc);
+    pass(kx, dk, acc);
+    pass(vx, dv, acc);
+    return true;
   }
 };
 

@@ -87,6 +87,23 @@ struct flash_shape<T, simd::avx512_t> {  // 32 registers: 24 accumulators + NI l
   static constexpr std::size_t NI = 3, NJ = 8, NC = 8, BC = 128;
 };
 
+// The fused backward's blocking per instruction set: register tiles of MR broadcast rows x NR vectors, BQ query rows
+// (lanes of the score tiles) and BK keys per tile.
+template <class T, class I>
+struct backward_shape;
+template <class T>
+struct backward_shape<T, simd::scalar_t> {
+  static constexpr std::size_t MR = 4, NR = 4, BQ = 16, BK = 16;
+};
+template <class T>
+struct backward_shape<T, simd::avx2_t> {  // 16 registers: 12 accumulators + 2 loads + 1 broadcast
+  static constexpr std::size_t MR = 6, NR = 2, BQ = 4 * (32 / sizeof(T)), BK = 48;
+};
+template <class T>
+struct backward_shape<T, simd::avx512_t> {  // 32 registers: 24 accumulators + 4 loads + 1 broadcast
+  static constexpr std::size_t MR = 6, NR = 4, BQ = 4 * (64 / sizeof(T)), BK = 48;
+};
+
 struct scratch_block {  // a block of exec::allocate_bytes, given back on destruction
   explicit scratch_block(std::size_t n) : bytes(n), p(static_cast<std::byte*>(exec::allocate_bytes(n))) {}
   scratch_block(const scratch_block&) = delete;

@@ -1,0 +1,261 @@
+#define BOOST_TEST_MODULE flash_backward
+#include <boost/test/unit_test.hpp>
+
+#include "attnx/kernels/flash_attention.hpp"
+#include "attnx/kernels/flash_attention_backward.hpp"
+#include "random.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+// The fused attention backward (kernels::flash_attention_backward) against plain double loops: the scores, a stable
+// softmax over the allowed keys, dP = dO V^T, dS = P o (dP - rowsum(P o dP)), dQ = s dS K, dK = s dS^T Q, dV = P^T dO,
+// summed over the query heads of a K/V head and over the batch items that share K and V. O and the lse come from the
+// forward kernel, as a caller's would. Every instruction set this CPU runs; 1 and 2 threads bit-identical.
+
+namespace ak = attnx::kernels;
+using attnx::simd::isa;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+enum class mask { none, causal, causal_br, lengths, padding, boolean };
+
+struct spec {
+  std::size_t batch = 1, heads = 1, kv_heads = 1, lq = 1, lk = 1, dk = 1, dv = 1;
+  mask m = mask::none;
+  bool shared_kv = false;  // K and V of batch stride 0
+  double scale = 0.5;
+};
+
+struct data {
+  std::vector<double> q, k, v, d_o;  // (b, h, i, c) row-major; K, V: (b, kvh, j, c) (one b when shared)
+  std::vector<std::size_t> lengths;  // per b
+  std::unique_ptr<bool[]> allowed;   // (b, h, i, j)
+};
+
+bool visible(const spec& s, const data& x, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  switch (s.m) {
+    case mask::causal: return j <= i;
+    case mask::causal_br: return j + s.lq <= i + s.lk;
+    case mask::lengths: return j < x.lengths[b];
+    case mask::padding: return j < x.lengths[0];
+    case mask::boolean: return x.allowed[((b * s.heads + h) * s.lq + i) * s.lk + j];
+    default: return true;
+  }
+}
+
+data make(const spec& s, std::uint64_t seed) {
+  test_random::rng r(seed);
+  data x;
+  const std::size_t kb = s.shared_kv ? 1 : s.batch;
+  const auto fill = [&](std::vector<double>& v, std::size_t n) {
+    v.resize(n);
+    for (double& e : v) e = r.normal();
+  };
+  fill(x.q, s.batch * s.heads * s.lq * s.dk);
+  fill(x.k, kb * s.kv_heads * s.lk * s.dk);
+  fill(x.v, kb * s.kv_heads * s.lk * s.dv);
+  fill(x.d_o, s.batch * s.heads * s.lq * s.dv);
+  for (std::size_t b = 0; b < s.batch; ++b) x.lengths.push_back(b == 0 ? s.lk / 2 + 1 : r.below(s.lk + 1));
+  const std::size_t n = s.batch * s.heads * s.lq * s.lk;
+  x.allowed.reset(new bool[n]);
+  for (std::size_t e = 0; e < n; ++e) x.allowed[e] = r.chance(0.7);
+  if (s.lq > 1)  // a fully masked row
+    for (std::size_t j = 0; j < s.lk; ++j) x.allowed[j] = false;
+  return x;
+}
+
+struct grads {
+  std::vector<double> dq, dk, dv;
+};
+
+grads reference(const spec& s, const data& x) {
+  grads g;
+  const std::size_t kb = s.shared_kv ? 1 : s.batch, group = s.heads / s.kv_heads;
+  g.dq.assign(x.q.size(), 0);
+  g.dk.assign(x.k.size(), 0);
+  g.dv.assign(x.v.size(), 0);
+  std::vector<double> p(s.lk), dp(s.lk);
+  for (std::size_t b = 0; b < s.batch; ++b)
+    for (std::size_t h = 0; h < s.heads; ++h) {
+      const std::size_t kvo = ((s.shared_kv ? 0 : b) * s.kv_heads + h / group) * s.lk;
+      (void)kb;
+      for (std::size_t i = 0; i < s.lq; ++i) {
+        const double* q = &x.q[((b * s.heads + h) * s.lq + i) * s.dk];
+        const double* d_o = &x.d_o[((b * s.heads + h) * s.lq + i) * s.dv];
+        double m = -inf;
+        for (std::size_t j = 0; j < s.lk; ++j) {
+          double dot = 0;
+          for (std::size_t c = 0; c < s.dk; ++c) dot += q[c] * x.k[(kvo + j) * s.dk + c];
+          p[j] = visible(s, x, b, h, i, j) ? s.scale * dot : -inf;
+          m = std::max(m, p[j]);
+        }
+        if (m == -inf) continue;  // no visible key: zero gradients
+        double l = 0;
+        for (std::size_t j = 0; j < s.lk; ++j) l += p[j] = std::exp(p[j] - m);
+        double dsum = 0;
+        for (std::size_t j = 0; j < s.lk; ++j) {
+          p[j] /= l;
+          dp[j] = 0;
+          for (std::size_t c = 0; c < s.dv; ++c) dp[j] += d_o[c] * x.v[(kvo + j) * s.dv + c];
+          dsum += p[j] * dp[j];
+        }
+        for (std::size_t j = 0; j < s.lk; ++j) {
+          const double ds = s.scale * p[j] * (dp[j] - dsum);
+          for (std::size_t c = 0; c < s.dk; ++c) {
+            g.dq[((b * s.heads + h) * s.lq + i) * s.dk + c] += ds * x.k[(kvo + j) * s.dk + c];
+            g.dk[(kvo + j) * s.dk + c] += ds * q[c];
+          }
+          for (std::size_t c = 0; c < s.dv; ++c) g.dv[(kvo + j) * s.dv + c] += p[j] * d_o[c];
+        }
+      }
+    }
+  return g;
+}
+
+template <class T>
+std::vector<T> to(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+template <class T>
+struct run_result {
+  bool fused;
+  std::vector<T> dq, dk, dv;
+};
+
+// The forward (for O and lse), then the backward, on instruction set i with `threads` threads.
+template <class T>
+run_result<T> run(const spec& s, const data& x, isa i, unsigned threads, bool nan_row = false) {
+  const auto sd = [](std::size_t n) { return static_cast<std::ptrdiff_t>(n); };
+  std::vector<T> q = to<T>(x.q), k = to<T>(x.k), v = to<T>(x.v), d_o = to<T>(x.d_o);
+  if (nan_row) q[0] = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> o(s.batch * s.heads * s.lq * s.dv), lse(s.batch * s.heads * s.lq);
+  std::unique_ptr<bool[]> allowed(new bool[s.batch * s.heads * s.lq * s.lk]);
+  std::memcpy(allowed.get(), x.allowed.get(), s.batch * s.heads * s.lq * s.lk);
+  ak::attention_problem<T> p;
+  const std::ptrdiff_t kvb = s.shared_kv ? 0 : sd(s.kv_heads * s.lk);
+  p.q = {q.data(), sd(s.heads * s.lq * s.dk), sd(s.lq * s.dk), sd(s.dk)};
+  p.k = {k.data(), kvb * sd(s.dk), sd(s.lk * s.dk), sd(s.dk)};
+  p.v = {v.data(), kvb * sd(s.dv), sd(s.lk * s.dv), sd(s.dv)};
+  p.o = {o.data(), sd(s.heads * s.lq * s.dv), sd(s.lq * s.dv), sd(s.dv)};
+  p.lse = {lse.data(), sd(s.heads * s.lq), sd(s.lq), 1};
+  p.batch = s.batch, p.heads = s.heads, p.kv_heads = s.kv_heads, p.lq = s.lq, p.lk = s.lk, p.dk = s.dk, p.dv = s.dv;
+  p.multiply(static_cast<T>(s.scale));
+  switch (s.m) {
+    case mask::causal: p.causal(ak::causal_kind::top_left); break;
+    case mask::causal_br: p.causal(ak::causal_kind::bottom_right); break;
+    case mask::lengths: p.key_lengths(x.lengths.data()); break;
+    case mask::padding: p.key_padding(x.lengths[0]); break;
+    case mask::boolean:
+      p.boolean_mask({allowed.get(), sd(s.heads * s.lq * s.lk), sd(s.lq * s.lk), sd(s.lk), 1});
+      break;
+    default: break;
+  }
+  ak::flash_attention(p, i, threads);
+  run_result<T> r;
+  r.dq.assign(q.size(), T(-7));
+  r.dk.assign(k.size(), T(-7));
+  r.dv.assign(v.size(), T(-7));
+  ak::attention_gradients<T> g;
+  g.o = {o.data(), p.o.batch, p.o.head, p.o.row};
+  g.d_o = {d_o.data(), p.o.batch, p.o.head, p.o.row};
+  g.lse = {lse.data(), p.lse.batch, p.lse.head, p.lse.row};
+  g.dq = {r.dq.data(), p.q.batch, p.q.head, p.q.row};
+  g.dk = {r.dk.data(), p.k.batch, p.k.head, p.k.row};
+  g.dv = {r.dv.data(), p.v.batch, p.v.head, p.v.row};
+  r.fused = ak::flash_attention_backward(p, g, i, threads);
+  return r;
+}
+
+template <class T>
+void expect_near(const std::vector<T>& got, const std::vector<double>& want, const std::string& what) {
+  const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t e = 0; e < want.size(); ++e) {
+    const double err = std::abs(double(got[e]) - want[e]) / (1 + std::abs(want[e]));
+    if (!(err <= worst)) worst = err, at = e;
+  }
+  BOOST_TEST(worst <= tol, what << ": worst error " << worst << " at " << at << " (got " << double(got[at])
+                                << ", want " << want[at] << ")");
+}
+
+template <class T>
+void check(const spec& s, std::uint64_t seed) {
+  const data x = make(s, seed);
+  const grads want = reference(s, x);
+  for (isa i : attnx::simd::supported()) {
+    const std::string what = std::string(attnx::simd::name(i)) + (sizeof(T) == 4 ? " float" : " double") + " b" +
+                             std::to_string(s.batch) + " h" + std::to_string(s.heads) + "/" +
+                             std::to_string(s.kv_heads) + " lq" + std::to_string(s.lq) + " lk" +
+                             std::to_string(s.lk) + " d" + std::to_string(s.dk) + "/" + std::to_string(s.dv) +
+                             " mask" + std::to_string(int(s.m)) + (s.shared_kv ? " shared" : "");
+    const run_result<T> one = run<T>(s, x, i, 1), two = run<T>(s, x, i, 2);
+    BOOST_TEST_REQUIRE(one.fused, what);
+    expect_near(one.dq, want.dq, what + " dQ");
+    expect_near(one.dk, want.dk, what + " dK");
+    expect_near(one.dv, want.dv, what + " dV");
+    const bool same = one.dq == two.dq && one.dk == two.dk && one.dv == two.dv;
+    BOOST_TEST(same, what << ": 1 and 2 threads differ");
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sizes_off_the_tiles) {
+  for (std::size_t n : {1, 3, 17, 65, 130}) {
+    check<float>({1, 1, 1, n, n, n, n}, 11 + n);
+    check<double>({1, 1, 1, n, n, n, n}, 12 + n);
+  }
+  check<float>({1, 1, 1, 130, 65, 64, 17}, 5);
+  check<double>({1, 1, 1, 17, 300, 3, 65}, 6);
+}
+
+BOOST_AUTO_TEST_CASE(every_mask) {
+  for (mask m : {mask::causal, mask::causal_br, mask::lengths, mask::padding, mask::boolean}) {
+    check<float>({2, 2, 2, 70, 100, 16, 16, m}, 20 + int(m));
+    check<double>({2, 1, 1, 100, 70, 16, 16, m}, 30 + int(m));
+    check<float>({1, 1, 1, 130, 130, 64, 64, m}, 40 + int(m));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gqa_and_shared_keys) {
+  check<float>({2, 4, 2, 33, 50, 16, 8, mask::causal}, 50);
+  check<double>({2, 4, 1, 33, 50, 8, 16, mask::none}, 51);
+  check<float>({3, 2, 2, 20, 40, 16, 16, mask::lengths, true}, 52);
+  check<double>({3, 2, 1, 20, 40, 16, 16, mask::none, true}, 53);
+}
+
+BOOST_AUTO_TEST_CASE(fully_masked_rows_have_zero_gradients) {
+  // Batch item 1's key length 0: every row of it masked; its dQ is 0, and so is every dK and dV it would reach.
+  spec s{2, 1, 1, 20, 30, 8, 8, mask::lengths};
+  data x = make(s, 60);
+  x.lengths[1] = 0;
+  const grads want = reference(s, x);
+  for (isa i : attnx::simd::supported()) {
+    const run_result<float> r = run<float>(s, x, i, 2);
+    BOOST_TEST_REQUIRE(r.fused);
+    for (std::size_t e = s.heads * s.lq * s.dk; e < r.dq.size(); ++e) BOOST_TEST(r.dq[e] == 0.0f);
+    for (std::size_t e = s.lk * s.dk; e < r.dk.size(); ++e) BOOST_TEST(r.dk[e] == 0.0f);
+    expect_near(r.dq, want.dq, "dQ");
+    expect_near(r.dv, want.dv, "dV");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(declines_what_it_does_not_fuse) {
+  // A NaN row (its lse is NaN): the caller differentiates unfused; nothing is written.
+  spec s{1, 1, 1, 10, 10, 4, 4};
+  const data x = make(s, 70);
+  for (isa i : attnx::simd::supported()) {
+    const run_result<float> r = run<float>(s, x, i, 1, true);
+    BOOST_TEST(!r.fused);
+    BOOST_TEST(r.dq[0] == -7.0f);
+  }
+}
