@@ -1,9 +1,11 @@
 // attnx benchmarks: the fused attention backward (kernels::flash_attention_backward) against the FMA peak of this
-// core measured in the same run, and against attnx's own unfused backward (the rules over the stored scores, what
-// grad() runs with the fused path off). Counter FLOPS = 2.5 x the forward's 4 L^2 d per second (half for causal):
-// the five products of the backward. scripts/bench_backward_torch.py times PyTorch's autograd on the same problems.
+// core measured in the same run, and against attnx's unfused backward (the rules over the stored weights, what grad()
+// runs with the fused path off; its time includes the forward it recomputes). Counter FLOPS = 2.5 x the forward's
+// 4 L^2 d per second (half for causal): the five products of the backward. scripts/bench_backward_torch.py times
+// PyTorch's autograd on the same problems.
 #include <cmath>
 #include <cstddef>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,13 +18,7 @@ namespace {
 
 using bench::qkv;
 
-void BM_fma_peak(benchmark::State& state) {
-  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
-  double sink = 0, flops = 0;
-  for (auto _ : state) flops = bench::fma_pass(wide, 1 << 16, sink);
-  benchmark::DoNotOptimize(sink);
-  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-}
+void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
 
 struct backward_data {
   qkv x;
@@ -67,6 +63,35 @@ void BM_backward_fused(benchmark::State& state) {
   state.SetLabel(std::string(attnx::simd::name(isa)));
 }
 
+// The same gradients through the rules, node by node (a context with the fused path off): the L x L weights stored,
+// the softmax rule and the blocked GEMM, as grad() runs attention that the fused backward declines.
+void BM_backward_rules(benchmark::State& state) {
+  const auto L = std::size_t(state.range(0));
+  const bool causal = state.range(1) != 0;
+  constexpr std::size_t d = 64;
+  using M = attnx::tensor<float, attnx::dyn, d>;
+  M q(L), k(L), v(L), dy(L);
+  std::mt19937 gen(42);
+  std::normal_distribution<float> nd;
+  for (M* t : {&q, &k, &v})
+    for (std::size_t i = 0; i < L * d; ++i) t->data()[i] = nd(gen);
+  for (std::size_t i = 0; i < L * d; ++i) dy.data()[i] = std::sin(0.37f * float(i));
+  attnx::context rules;
+  rules.set_fused(false).set_threads(1);
+  attnx::context_scope use(rules);
+  for (auto _ : state) {
+    if (causal) {
+      auto g = attnx::backward(attnx::attention(q, k, v, attnx::causal), dy, attnx::wrt(q, k, v));
+      benchmark::DoNotOptimize(std::get<0>(g).data());
+    } else {
+      auto g = attnx::backward(attnx::attention(q, k, v), dy, attnx::wrt(q, k, v));
+      benchmark::DoNotOptimize(std::get<0>(g).data());
+    }
+    benchmark::ClobberMemory();
+  }
+  counters(state, L, d, causal);
+}
+
 // The forward with its lse, for scale: the backward's FLOPS are 2.5x these.
 void BM_forward_fused(benchmark::State& state) {
   const auto L = std::size_t(state.range(0)), d = std::size_t(state.range(1));
@@ -85,6 +110,7 @@ void BM_forward_fused(benchmark::State& state) {
 
 BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_forward_fused)->Args({1024, 64, 0})->Args({1024, 64, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_backward_rules)->ArgsProduct({{1024}, {0, 1}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_backward_fused)
     ->ArgsProduct({{1024, 2048}, {64}, {0, 1}, {1, 2}})
     ->Unit(benchmark::kMillisecond)

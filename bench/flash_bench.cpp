@@ -16,15 +16,7 @@ namespace {
 
 using bench::qkv;
 
-void BM_fma_peak(benchmark::State& state) {
-  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
-  constexpr long inner = 1 << 16;
-  double sink = 0, flops = 0;
-  for (auto _ : state) flops = bench::fma_pass(wide, inner, sink);
-  benchmark::DoNotOptimize(sink);
-  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::to_string(wide ? 16 : 8) + " lanes x " + std::to_string(bench::fma_chains) + " chains");
-}
+void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
 
 // ---- fused kernel ----------------------------------------------------------------------------
 void BM_fused(benchmark::State& state) {

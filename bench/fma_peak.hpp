@@ -4,6 +4,11 @@
 // ceiling), and run on the widest this CPU has.
 #pragma once
 #include <cstring>
+#include <string>
+
+#include <benchmark/benchmark.h>
+
+#include "attnx/simd/isa.hpp"
 
 #include <immintrin.h>
 
@@ -44,6 +49,17 @@ inline double fma_pass(bool wide, long inner, double& sink) {
   __asm__ volatile("" : "+r"(inner));  // a new pass each call (not hoisted out of a caller's loop)
   sink += wide ? fma_peak_avx512(inner) : fma_peak_avx2(inner);
   return 2.0 * (wide ? 16 : 8) * fma_chains * double(inner);
+}
+
+// BM_fma_peak's body (attnx_bench, bench_backward): one core's FMA peak as counter FLOPS, on the widest vectors.
+inline void fma_peak_benchmark(benchmark::State& state) {
+  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
+  constexpr long inner = 1 << 16;
+  double sink = 0, flops = 0;
+  for (auto _ : state) flops = fma_pass(wide, inner, sink);
+  benchmark::DoNotOptimize(sink);
+  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(wide ? 16 : 8) + " lanes x " + std::to_string(fma_chains) + " chains");
 }
 
 }  // namespace bench

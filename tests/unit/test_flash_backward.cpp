@@ -77,7 +77,7 @@ struct grads {
 
 grads reference(const spec& s, const data& x) {
   grads g;
-  const std::size_t kb = s.shared_kv ? 1 : s.batch, group = s.heads / s.kv_heads;
+  const std::size_t group = s.heads / s.kv_heads;
   g.dq.assign(x.q.size(), 0);
   g.dk.assign(x.k.size(), 0);
   g.dv.assign(x.v.size(), 0);
@@ -85,7 +85,6 @@ grads reference(const spec& s, const data& x) {
   for (std::size_t b = 0; b < s.batch; ++b)
     for (std::size_t h = 0; h < s.heads; ++h) {
       const std::size_t kvo = ((s.shared_kv ? 0 : b) * s.kv_heads + h / group) * s.lk;
-      (void)kb;
       for (std::size_t i = 0; i < s.lq; ++i) {
         const double* q = &x.q[((b * s.heads + h) * s.lq + i) * s.dk];
         const double* d_o = &x.d_o[((b * s.heads + h) * s.lq + i) * s.dv];

@@ -404,7 +404,7 @@ BOOST_AUTO_TEST_CASE(compile_time_results_hold_at_run_time) {
 // The fused backward (the rule of a fused attention, kernels::flash_attention_backward) against the unfused rules
 // (the context's fused path off), on the forms the forward fuses: heads split from projections, grouped K/V heads,
 // K and V shared by a batch, cross-attention of dyn lengths, each mask kind the kernel takes; and that it ran.
-template <class T, class F>
+template <class F>
 void check_fused_matches_rules(const F& grads, double tol, const char* what) {
   const std::size_t before = attnx::current_context().fused_runs();
   const auto fused = grads();
@@ -431,7 +431,7 @@ BOOST_AUTO_TEST_CASE(fused_backward_matches_the_rules) {
   tensor<double, 32, 32> wq;
   tensor<double, 32, 16> wk, wv;
   fill(x, r), fill(wq, r, -0.3, 0.3), fill(wk, r, -0.3, 0.3), fill(wv, r);
-  check_fused_matches_rules<double>(
+  check_fused_matches_rules(
       [&] {
         return grad(merge_heads(attention(split_heads<4>(x * wq), repeat_heads<2>(split_heads<2>(x * wk)),
                                           repeat_heads<2>(split_heads<2>(x * wv)), causal)),
@@ -442,18 +442,25 @@ BOOST_AUTO_TEST_CASE(fused_backward_matches_the_rules) {
   tensor<float, 3, 40, 16> qb;
   tensor<float, 50, 16> kb, vb;
   fill(qb, r), fill(kb, r), fill(vb, r);
-  check_fused_matches_rules<float>([&] { return grad(attention(qb, kb, vb, key_padding<37>), wrt(qb, kb, vb)); }, 2e-5,
+  check_fused_matches_rules([&] { return grad(attention(qb, kb, vb, key_padding<37>), wrt(qb, kb, vb)); }, 2e-5,
                                    "shared K and V");
+  // Heads split from one projection against one K and V for every batch item and head (rank 2: their gradients summed
+  // over both), causal.
+  tensor<double, 2, 30, 32> xh;
+  tensor<double, 30, 8> kh, vh;
+  fill(xh, r), fill(kh, r), fill(vh, r);
+  check_fused_matches_rules([&] { return grad(attention(split_heads<4>(xh), kh, vh, causal), wrt(xh, kh, vh)); }, 1e-12,
+                            "K and V shared by batch and heads");
   // Cross-attention of dyn lengths 65 x 130, bottom-right causal and a boolean mask; dot_scores with a scale.
   tensor<double, dyn, 24> qc(65), kc(130), vc(130);
   fill(qc, r), fill(kc, r), fill(vc, r);
   tensor<bool, dyn, dyn> allow(65, 130);
   for (std::size_t i = 0; i < 65; ++i)
     for (std::size_t j = 0; j < 130; ++j) allow(i, j) = (i * 7 + j * 3) % 5 != 0;
-  check_fused_matches_rules<double>(
+  check_fused_matches_rules(
       [&] { return grad(attention(qc, kc, vc, allowed(allow), causal_bottom_right), wrt(qc, kc, vc)); }, 1e-12,
       "cross-attention");
-  check_fused_matches_rules<double>(
+  check_fused_matches_rules(
       [&] { return grad(hadamard(softmax(dot_scores(qc, kc, 0.3)) * vc, softmax(dot_scores(qc, kc, 0.3)) * vc), wrt(qc, kc, vc)); },
       1e-12, "a sub-expression used twice");
 }

@@ -259,6 +259,17 @@ struct pattern<merge_heads_expr<E>> {
   static constexpr bool value = pattern<E>::value && shape_of_t<E>::rank >= 3;
 };
 
+// A contiguous row-major operand of extents d as the kernel's (batch, head) stack: rank 4 is (batch, head, rows,
+// cols), rank 3 (batch, rows, cols), rank 2 one matrix for every (batch, head) (strides 0).
+template <class U, std::size_t RS>
+kernels::strided<U> contiguous_stack(U* data, const dims_t<RS>& d) {
+  const auto rows = static_cast<std::ptrdiff_t>(d[RS - 2]), cols = static_cast<std::ptrdiff_t>(d[RS - 1]);
+  kernels::strided<U> s{data, 0, 0, cols};
+  if constexpr (RS == 4) s.head = rows * cols, s.batch = static_cast<std::ptrdiff_t>(d[1]) * rows * cols;
+  if constexpr (RS == 3) s.batch = rows * cols;
+  return s;
+}
+
 // The kernel's problem for softmax(P) * V, its operands held in h and v (which must outlive it), scores of extents d;
 // the output and lse are the caller's to set.
 template <class T, class P, class V>
@@ -303,21 +314,11 @@ bool run(kernels::strided<T> o, const matmul_expr<softmax_expr<P>, V>& e, const 
 // shape without its last axis (the attention state, attnx/state.hpp).
 template <class T, class P, class V>
 bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx, T* lse = nullptr) {
-  using O = shape_of_t<matmul_expr<softmax_expr<P>, V>>;
-  constexpr std::size_t R = O::rank;
+  constexpr std::size_t R = shape_of_t<matmul_expr<softmax_expr<P>, V>>::rank;
   const auto d = dims_of(e);
-  const auto lq = static_cast<std::ptrdiff_t>(d[R - 2]), dv = static_cast<std::ptrdiff_t>(d[R - 1]);
-  kernels::strided<T> o{dst, 0, 0, dv}, l{lse, 0, 0, 1};
-  if constexpr (R == 4) {
-    o.head = lq * dv;
-    l.head = lq;
-  }
-  if constexpr (R >= 3) {
-    const auto heads = static_cast<std::ptrdiff_t>(R == 4 ? d[1] : 1);
-    o.batch = heads * lq * dv;
-    l.batch = heads * lq;
-  }
-  return run(o, e, ctx, l);
+  dims_t<R> dl = d;  // the lse: the output's shape without its last axis, as rows of one element
+  dl[R - 1] = 1;
+  return run(contiguous_stack(dst, d), e, ctx, contiguous_stack(lse, dl));
 }
 
 // dst of merge_heads' shape, (B, L, H * dv) or (L, H * dv).

@@ -419,16 +419,6 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
     if constexpr (strided_operand<X>::group > 1) return x.operand();
     else return x;
   }
-  // A contiguous operand of extents dx (rank 2, or the scores' rank R) as the kernel's (batch, head) stack.
-  template <std::size_t R, class U, std::size_t RS>
-  static kernels::strided<U> stack(U* data, const dims_t<RS>& dx) {
-    const auto rows = static_cast<std::ptrdiff_t>(dx[RS - 2]), cols = static_cast<std::ptrdiff_t>(dx[RS - 1]);
-    kernels::strided<U> s{data, 0, 0, cols};
-    if constexpr (RS == 4) s.head = rows * cols, s.batch = static_cast<std::ptrdiff_t>(dx[1]) * rows * cols;
-    if constexpr (RS == 3) s.batch = rows * cols;
-    return s;
-  }
-
   template <class G, class Acc>
   static bool fused_backward(const E& e, const G& g, Acc& acc) {
     using T = value_t<E>;
@@ -448,20 +438,22 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
     const strided_operand<V> v(e.rhs());
     kernels::attention_problem<T> p = fused::describe<T, P>(h, v, d);
     result_t<E> o(dims_of(e), uninitialized);
-    basic_tensor<T, shape<axis<anon, dyn>>> lse(p.batch * p.heads * p.lq);
-    p.o = stack<R>(o.data(), o.dims());
-    p.lse = {lse.data(), static_cast<std::ptrdiff_t>(p.heads * p.lq), static_cast<std::ptrdiff_t>(p.lq), 1};
+    dims_t<R> dl = o.dims();  // (the lse: one per output row)
+    dl[R - 1] = 1;
+    basic_tensor<T, shape<axis<anon, dyn>>> lse(uninitialized, dims_size(dl));
+    p.o = fused::contiguous_stack(o.data(), o.dims());
+    p.lse = fused::contiguous_stack(lse.data(), dl);
     kernels::flash_attention(p, ctx);
     basic_tensor<T, shape_of_t<QX>> dq(dims_of(qx), uninitialized);
     basic_tensor<T, shape_of_t<KX>> dk(dims_of(kx), uninitialized);
     basic_tensor<T, shape_of_t<VX>> dv(dims_of(vx), uninitialized);
     kernels::attention_gradients<T> gr;
-    gr.o = stack<R>(static_cast<const T*>(o.data()), o.dims());
-    gr.d_o = stack<R>(static_cast<const T*>(g.data()), g.dims());
-    gr.lse = {lse.data(), p.lse.batch, p.lse.head, 1};
-    gr.dq = stack<R>(dq.data(), dq.dims());
-    gr.dk = stack<R>(dk.data(), dk.dims());
-    gr.dv = stack<R>(dv.data(), dv.dims());
+    gr.o = fused::contiguous_stack(static_cast<const T*>(o.data()), o.dims());
+    gr.d_o = fused::contiguous_stack(static_cast<const T*>(g.data()), g.dims());
+    gr.lse = fused::contiguous_stack(static_cast<const T*>(lse.data()), dl);
+    gr.dq = fused::contiguous_stack(dq.data(), dq.dims());
+    gr.dk = fused::contiguous_stack(dk.data(), dk.dims());
+    gr.dv = fused::contiguous_stack(dv.data(), dv.dims());
     if (!kernels::flash_attention_backward(p, gr, ctx)) return false;
     ctx.count_fused_run();
     pass(qx, dq, acc);

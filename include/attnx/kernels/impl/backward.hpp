@@ -34,7 +34,7 @@ struct backward_job {
   T* dk_buf;                 // per (b, K/V head): lk x dkp
   T* dv_buf;                 // per (b, K/V head): lk x dvp
 
-  const T* block(std::size_t b, std::size_t h, std::size_t qb) const {
+  T* block(std::size_t b, std::size_t h, std::size_t qb) const {
     return packed + ((b * p->heads + h) * nqb + qb) * block_elems;
   }
   T* dq_item(std::size_t index) const { return dq_acc + index * group * lqp * dkp; }
@@ -62,7 +62,7 @@ void pack_queries(const backward_job<T>& J, const attention_gradients<T>& g, std
   const std::size_t bq = J.bq, dkp = J.dkp, dvp = J.dvp;
   constexpr T inf = std::numeric_limits<T>::infinity();
   for (std::size_t qb = 0; qb < J.nqb; ++qb) {
-    T* qt = const_cast<T*>(J.block(b, h, qb));
+    T* qt = J.block(b, h, qb);
     T* qp = qt + p.dk * bq;
     T* dot = qp + bq * dkp;
     T* dop = dot + p.dv * bq;
@@ -217,23 +217,22 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
   });
   // dK and dV: copied out, or summed in (b, K/V head) order where K or V is shared by the batch items or heads (a
   // stride of 0).
-  const auto write_kv = [&](strided<T> out, std::size_t d, std::size_t dp,
-                            T* (backward_job<T>::*buf)(std::size_t, std::size_t) const) {
+  const auto write_kv = [&](strided<T> out, std::size_t d, std::size_t dp, const T* buf) {
     const bool sum_b = out.batch == 0, sum_h = out.head == 0;
     for (std::size_t b = 0; b < p.batch; ++b)
       for (std::size_t kh = 0; kh < p.kv_heads; ++kh) {
         const bool first = (!sum_b || b == 0) && (!sum_h || kh == 0);
         for (std::size_t j = 0; j < p.lk; ++j) {
           T* o = out.matrix(b, kh) + sz(j) * out.row;
-          const T* x = (J.*buf)(b, kh) + j * dp;
+          const T* x = buf + ((b * p.kv_heads + kh) * p.lk + j) * dp;
           if (first) alg::copy_n(x, d, o);
           else
             for (std::size_t c = 0; c < d; ++c) o[c] += x[c];
         }
       }
   };
-  write_kv(g.dk, p.dk, J.dkp, &backward_job<T>::dk_kv);
-  write_kv(g.dv, p.dv, J.dvp, &backward_job<T>::dv_kv);
+  write_kv(g.dk, p.dk, J.dkp, J.dk_buf);
+  write_kv(g.dv, p.dv, J.dvp, J.dv_buf);
   return true;
 }
 
