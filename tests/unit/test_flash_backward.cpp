@@ -31,12 +31,18 @@ struct spec {
   mask m = mask::none;
   bool shared_kv = false;  // K and V of batch stride 0
   double scale = 0.5;
+  // The rest of the score program (outside the kernel's fast path when any is set): the mask's fill, an additive bias
+  // of (lq, lk) for every (b, h) after it, then a second factor.
+  double fill = -inf;
+  bool bias = false;
+  double post = 1;
 };
 
 struct data {
   std::vector<double> q, k, v, d_o;  // (b, h, i, c) row-major; K, V: (b, kvh, j, c) (one b when shared)
   std::vector<std::size_t> lengths;  // per b
   std::unique_ptr<bool[]> allowed;   // (b, h, i, j)
+  std::vector<double> bias;          // (i, j)
 };
 
 bool visible(const spec& s, const data& x, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
@@ -68,6 +74,8 @@ data make(const spec& s, std::uint64_t seed) {
   for (std::size_t e = 0; e < n; ++e) x.allowed[e] = r.chance(0.7);
   if (s.lq > 1)  // a fully masked row
     for (std::size_t j = 0; j < s.lk; ++j) x.allowed[j] = false;
+  x.bias.resize(s.lq * s.lk);
+  for (double& e : x.bias) e = s.bias ? r.uniform(-2, 2) : 0.0;
   return x;
 }
 
@@ -92,7 +100,7 @@ grads reference(const spec& s, const data& x) {
         for (std::size_t j = 0; j < s.lk; ++j) {
           double dot = 0;
           for (std::size_t c = 0; c < s.dk; ++c) dot += q[c] * x.k[(kvo + j) * s.dk + c];
-          p[j] = visible(s, x, b, h, i, j) ? s.scale * dot : -inf;
+          p[j] = ((visible(s, x, b, h, i, j) ? s.scale * dot : s.fill) + x.bias[i * s.lk + j]) * s.post;
           m = std::max(m, p[j]);
         }
         if (m == -inf) continue;  // no visible key: zero gradients
@@ -106,7 +114,7 @@ grads reference(const spec& s, const data& x) {
           dsum += p[j] * dp[j];
         }
         for (std::size_t j = 0; j < s.lk; ++j) {
-          const double ds = s.scale * p[j] * (dp[j] - dsum);
+          const double ds = visible(s, x, b, h, i, j) ? s.post * s.scale * p[j] * (dp[j] - dsum) : 0.0;
           for (std::size_t c = 0; c < s.dk; ++c) {
             g.dq[((b * s.heads + h) * s.lq + i) * s.dk + c] += ds * x.k[(kvo + j) * s.dk + c];
             g.dk[(kvo + j) * s.dk + c] += ds * q[c];
@@ -147,16 +155,20 @@ run_result<T> run(const spec& s, const data& x, isa i, unsigned threads, bool na
   p.lse = {lse.data(), sd(s.heads * s.lq), sd(s.lq), 1};
   p.batch = s.batch, p.heads = s.heads, p.kv_heads = s.kv_heads, p.lq = s.lq, p.lk = s.lk, p.dk = s.dk, p.dv = s.dv;
   p.multiply(static_cast<T>(s.scale));
+  const T fill = static_cast<T>(s.fill);
   switch (s.m) {
-    case mask::causal: p.causal(ak::causal_kind::top_left); break;
-    case mask::causal_br: p.causal(ak::causal_kind::bottom_right); break;
-    case mask::lengths: p.key_lengths(x.lengths.data()); break;
-    case mask::padding: p.key_padding(x.lengths[0]); break;
+    case mask::causal: p.causal(ak::causal_kind::top_left, fill); break;
+    case mask::causal_br: p.causal(ak::causal_kind::bottom_right, fill); break;
+    case mask::lengths: p.key_lengths(x.lengths.data(), fill); break;
+    case mask::padding: p.key_padding(x.lengths[0], fill); break;
     case mask::boolean:
-      p.boolean_mask({allowed.get(), sd(s.heads * s.lq * s.lk), sd(s.lq * s.lk), sd(s.lk), 1});
+      p.boolean_mask({allowed.get(), sd(s.heads * s.lq * s.lk), sd(s.lq * s.lk), sd(s.lk), 1}, fill);
       break;
     default: break;
   }
+  const std::vector<T> bias = to<T>(x.bias);
+  if (s.bias) p.additive_mask({bias.data(), 0, 0, sd(s.lk), 1});
+  if (s.post != 1) p.multiply(static_cast<T>(s.post));
   ak::flash_attention(p, i, threads);
   run_result<T> r;
   r.dq.assign(q.size(), T(-7));
@@ -195,7 +207,8 @@ void check(const spec& s, std::uint64_t seed) {
                              std::to_string(s.batch) + " h" + std::to_string(s.heads) + "/" +
                              std::to_string(s.kv_heads) + " lq" + std::to_string(s.lq) + " lk" +
                              std::to_string(s.lk) + " d" + std::to_string(s.dk) + "/" + std::to_string(s.dv) +
-                             " mask" + std::to_string(int(s.m)) + (s.shared_kv ? " shared" : "");
+                             " mask" + std::to_string(int(s.m)) + (s.shared_kv ? " shared" : "") + " fill " +
+                             std::to_string(s.fill) + (s.bias ? " bias" : "") + " post " + std::to_string(s.post);
     const run_result<T> one = run<T>(s, x, i, 1), two = run<T>(s, x, i, 2);
     BOOST_TEST_REQUIRE(one.fused, what);
     expect_near(one.dq, want.dq, what + " dQ");
@@ -222,6 +235,23 @@ BOOST_AUTO_TEST_CASE(every_mask) {
     check<float>({2, 2, 2, 70, 100, 16, 16, m}, 20 + int(m));
     check<double>({2, 1, 1, 100, 70, 16, 16, m}, 30 + int(m));
     check<float>({1, 1, 1, 130, 130, 64, 64, m}, 40 + int(m));
+  }
+}
+
+// Programs off the fast path: finite fills (a blocked score keeps a weight but passes no gradient; causal and key
+// lengths are then soft-skipped by the forward), a bias after the mask, a second factor (negative: the largest dot
+// gets the smallest weight).
+BOOST_AUTO_TEST_CASE(every_program) {
+  for (mask m : {mask::none, mask::causal, mask::lengths, mask::boolean}) {
+    spec s{2, 2, 1, 70, 100, 16, 16, m};
+    s.fill = -3;
+    check<float>(s, 80 + int(m));
+    s.fill = -inf, s.bias = true;
+    check<double>(s, 90 + int(m));
+    s.fill = 0.5, s.post = -0.75;
+    check<float>(s, 100 + int(m));
+    s.post = 2, s.fill = -200;  // weights of e^-400 or so: zero in float
+    check<double>(s, 110 + int(m));
   }
 }
 

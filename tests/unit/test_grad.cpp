@@ -122,6 +122,78 @@ BOOST_AUTO_TEST_CASE(matmul_batched_and_shared_rhs) {
   BOOST_TEST(fd_error(a, g, dt) < 1e-8);
 }
 
+// A weighted sum of y() with random weights, its gradient by backward, against central differences for each leaf.
+template <class Y, class... X>
+void check_against_fd(test_random::rng& r, const Y& y, double tol, X&... x) {
+  using R = std::remove_cvref_t<decltype(evaluate(y()))>;
+  const auto w = weights(evaluate(y()).numel(), r);
+  R dy(dims_of(y()), uninitialized);
+  alg::copy_n(w.data(), w.size(), dy.data());
+  const auto grads = backward(y(), dy, wrt(x...));
+  const auto f = [&] { return weighted_sum(y(), w); };
+  std::size_t i = 0;
+  const auto one = [&](auto& leaf, const auto& g) {
+    BOOST_TEST_CONTEXT("leaf " << i++) { BOOST_TEST(fd_error(leaf, f, g) < tol); }
+  };
+  std::apply([&](const auto&... g) { (one(x, g), ...); }, grads);
+}
+
+// slice, concat (static and dyn extents), index_select with repeated ids, the unit batch axis, reshape (a view over
+// a leaf's memory) and rotary in both layouts at an offset.
+BOOST_AUTO_TEST_CASE(slices_concat_rows_and_rotary) {
+  test_random::rng r(11);
+  for (std::size_t n : {1, 3, 17}) {
+    BOOST_TEST_CONTEXT("n " << n) {
+      tensor<double, dyn, 6> a(n + 2), b(n);
+      tensor<double, 2, 3, 6> c;
+      fill(a, r), fill(b, r), fill(c, r);
+      check_against_fd(r, [&] { return exp(concat<0>(slice<0>(a, 1, n), b * 2.0)); }, 1e-8, a, b);
+      check_against_fd(r, [&] { return square(concat<1>(slice<1, 2, 3>(a), slice<1>(a, 0, 2))); }, 1e-8, a);
+      check_against_fd(r, [&] { return tanh(slice<2, 1, 4>(c)) * transpose(slice<2, 0, 4>(c) + 1.0); }, 1e-8, c);
+      const std::vector<int> ids{2, 0, 2, 1, 2};  // row 2 three times: its gradient sums three rows
+      tensor<double, dyn, 6> table(n + 2);
+      fill(table, r);
+      check_against_fd(r, [&] { return sigmoid(index_select(table, ids)); }, 1e-8, table);
+      check_against_fd(r, [&] { return drop_unit_batch(square(add_unit_batch(a))); }, 1e-8, a);
+      check_against_fd(r, [&] { return tanh(reshape<dyn, 3>(b, 2 * n)); }, 1e-8, b);
+      tensor<double, 2, dyn, 6> x(n);
+      fill(x, r);
+      check_against_fd(r, [&] { return square(rotary(x, rope_style::half, 5)) + rotary(x, rope_style::interleaved, 0); }, 1e-8, x);
+      check_against_fd(r, [&] { return rotary(x * 2.0, rope_style::interleaved, 1000, 500.0); }, 1e-8, x);
+    }
+  }
+}
+
+// The pairwise similarities: cosine (a zero row included), rbf and additive (with and without its hidden bias), with
+// K shared by a batch and batched.
+BOOST_AUTO_TEST_CASE(pairwise_similarities) {
+  test_random::rng r(12);
+  for (std::size_t n : {1, 3, 17}) {
+    BOOST_TEST_CONTEXT("n " << n) {
+      tensor<double, 2, dyn, 5> q(n + 1), kb(n);
+      tensor<double, dyn, 5> k(n);
+      fill(q, r), fill(k, r), fill(kb, r);
+      check_against_fd(r, [&] { return cosine_scores(q, k, 0.5); }, 1e-7, q, k);
+      check_against_fd(r, [&] { return softmax(cosine_scores(q, kb, 0.25)); }, 1e-7, q, kb);
+      check_against_fd(r, [&] { return rbf_scores(q, k, 0.7); }, 1e-7, q, k);
+      check_against_fd(r, [&] { return softmax(rbf_scores(q, kb, 1.3)) * kb; }, 1e-7, q, kb);
+      tensor<double, 5, 4> w1, w2;
+      tensor<double, 4> w, bias;
+      fill(w1, r), fill(w2, r), fill(w, r), fill(bias, r);
+      check_against_fd(r, [&] { return additive_scores(q, k, w1, w2, w); }, 1e-7, q, k, w1, w2, w);
+      check_against_fd(r, [&] { return softmax(additive_scores(q, kb, w1, w2, w, bias)); }, 1e-7, q, kb, w1, w2, w, bias);
+    }
+  }
+  // A zero query: cosine's eps keeps it finite, and its gradient is the first term's alone.
+  tensor<double, 2, 3> q0, k0;
+  const double qv[6] = {0, 0, 0, 1, 2, 3}, kv[6] = {1, 0, 0, 0.5, -1, 2};
+  alg::copy_n(qv, 6, q0.data()), alg::copy_n(kv, 6, k0.data());
+  const auto [dq] = grad(cosine_scores(q0, k0, 1.0), wrt(q0));
+  for (std::size_t j = 0; j < 3; ++j) BOOST_TEST(std::isfinite(dq(0, j)));
+  test_random::rng r2(13);
+  check_against_fd(r2, [&] { return cosine_scores(q0, k0, 2.0); }, 1e-6, k0);
+}
+
 // Attention with projections, X used three times; every mask kind; dyn sequence lengths of 1, 3, 17 and 65.
 template <std::size_t L>
 void check_projected_attention(std::size_t n, int mask_kind) {
@@ -463,4 +535,21 @@ BOOST_AUTO_TEST_CASE(fused_backward_matches_the_rules) {
   check_fused_matches_rules(
       [&] { return grad(hadamard(softmax(dot_scores(qc, kc, 0.3)) * vc, softmax(dot_scores(qc, kc, 0.3)) * vc), wrt(qc, kc, vc)); },
       1e-12, "a sub-expression used twice");
+  // Programs off the kernel's fast path: a fixed bias (ALiBi-like, not differentiated) under a causal mask, a finite
+  // fill, a negative factor; and a bias that is differentiated (the rules: its gradient is dS).
+  tensor<double, dyn, dyn> slope_bias(65, 130);
+  for (std::size_t i = 0; i < 65; ++i)
+    for (std::size_t j = 0; j < 130; ++j) slope_bias(i, j) = -0.05 * absd(double(i) - double(j));
+  check_fused_matches_rules(
+      [&] { return grad(attention(qc, kc, vc, additive(slope_bias), causal_bottom_right), wrt(qc, kc, vc)); }, 1e-12,
+      "a fixed bias");
+  check_fused_matches_rules(
+      [&] { return grad(softmax(mask(scale(qc * transpose(kc), -0.2), allowed(allow), -1.0)) * vc, wrt(qc, kc, vc)); },
+      1e-12, "a finite fill and a negative factor");
+  const auto [dq_fused, db] = grad(attention(qc, kc, vc, additive(slope_bias)), wrt(qc, slope_bias));
+  attnx::context off;
+  off.set_fused(false);
+  const attnx::context_scope use(off);
+  const auto [dq_rules, db_rules] = grad(attention(qc, kc, vc, additive(slope_bias)), wrt(qc, slope_bias));
+  BOOST_TEST((dq_fused == dq_rules && db == db_rules));  // the same code: the rules, both times
 }

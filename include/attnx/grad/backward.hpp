@@ -9,8 +9,8 @@
 // expression, into one tensor per operand; a leaf named in wrt() adds what reaches it. Leaves are matched by
 // their memory (a named tensor, or a view over the same elements), so a tensor used twice gets both paths.
 // Operands that hold no tensor or view (numbers, temporaries the expression owns) are not walked. A node without
-// a derivative (a comparison, a bool mask read as a value, map's user function, and the nodes that have no rule
-// yet: slice, concat, index_select, rotary, the pairwise similarities other than dot_scores) is one compile error naming it.
+// a derivative (a comparison, a bool mask read as a value, map's function, pairwise with a user's similarity) is one
+// compile error naming it.
 //
 // What a rule keeps: the forward values it needs are recomputed from the operands (softmax's P, a product's
 // other operand), one node at a time; memory is a gradient tensor per node on the path, never a tape.
@@ -38,8 +38,11 @@
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/norm.hpp"
+#include "attnx/expr/pairwise.hpp"
+#include "attnx/expr/position.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/select.hpp"
+#include "attnx/expr/slice.hpp"
 #include "attnx/kernels/flash_attention_backward.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/shape/errors.hpp"
@@ -203,8 +206,8 @@ constexpr void pass(const A& a, const GE& ge, Acc& acc) {
 template <class E>
 constexpr void no_derivative() {
   static_assert(error::holds<error::no_derivative<error::node_type<E>>>,
-                "attnx: grad: this node has no derivative (comparisons, bool masks read as values and map's function "
-                "have none; slice, concat, index_select, rotary and the pairwise similarities but dot_scores have no rule yet)");
+                "attnx: grad: this node has no derivative (comparisons, bool masks read as values, map's function and "
+                "a user's pairwise similarity have none)");
 }
 template <class E>
 struct rule {
@@ -380,8 +383,8 @@ struct rule<pairwise_expr<similarity::dot, Q, K>> {
 // Attention, softmax(P) * V where the forward fuses it (is_fused_v): at run time, with the context's fused path on,
 // the fused backward (kernels/flash_attention_backward.hpp) from the forward's O and lse, recomputed here: dQ, dK and
 // dV without the L x L scores, passed on to Q, K and V (a repeat_heads operand's gradient summed over its repeated
-// heads inside the kernel). Where the kernel declines (a program or special values it does not fuse: see there), and
-// in a constant evaluation, the rules above, node by node.
+// heads inside the kernel). Where the kernel declines (16-bit K/V, a row whose lse is NaN or +inf), where a bias in
+// the scores is itself differentiated, and in a constant evaluation, the rules above, node by node.
 template <class P, class V>
   requires fused::pattern<matmul_expr<softmax_expr<P>, V>>::value
 struct rule<matmul_expr<softmax_expr<P>, V>> {
@@ -419,8 +422,44 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
     if constexpr (strided_operand<X>::group > 1) return x.operand();
     else return x;
   }
+  // Whether a bias of the score chain (additive(M): scores + M) is differentiated: its gradient is the L x L dS itself, which the
+  // fused backward never forms; such an attention takes the rules. A bias in memory is checked against the leaves'
+  // memory; an expression that may reach one counts as differentiated.
+  template <class Acc, class M>
+  static bool bias_is_leaf(const M& m, const Acc& acc) {
+    if constexpr (!Acc::template reaches<M>) {
+      return false;
+    } else if constexpr (requires { m.data(); }) {
+      using U = std::remove_const_t<std::remove_pointer_t<decltype(m.data())>>;
+      const auto a = reinterpret_cast<std::uintptr_t>(m.data());
+      const std::size_t n = dims_size(dims_of(m)) * sizeof(U);
+      bool hit = false;
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((hit = hit || [&](const auto* leaf) {
+           if (leaf == nullptr) return false;
+           const auto b = reinterpret_cast<std::uintptr_t>(leaf->data());
+           return a < b + leaf->numel() * sizeof(value_t<std::remove_cvref_t<decltype(*leaf)>>) && b < a + n;
+         }(std::get<I>(acc.leaves))),
+         ...);
+      }(std::make_index_sequence<std::tuple_size_v<decltype(acc.leaves)>>{});
+      return hit;
+    } else {
+      return true;
+    }
+  }
+  template <class Acc, class A, class Kind>
+  static bool biased(const masked_expr<A, Kind>& x, const Acc& acc) { return biased(x.operand(), acc); }
+  template <class Acc, class Op, class A, class U>  // scores + M (additive(M)), or a factor (a number: not reached)
+  static bool biased(const binary_expr<Op, A, U>& x, const Acc& acc) {
+    return bias_is_leaf(x.rhs(), acc) || biased(x.lhs(), acc);
+  }
+  template <class Acc, class A>
+  static bool biased(const unary_expr<ops::negate, A>& x, const Acc& acc) { return biased(x.operand(), acc); }
+  template <class Acc, class X>
+  static bool biased(const X&, const Acc&) { return false; }  // the core
   template <class G, class Acc>
   static bool fused_backward(const E& e, const G& g, Acc& acc) {
+    if (biased(e.lhs().operand(), acc)) return false;
     using T = value_t<E>;
     using S = shape_of_t<P>;
     constexpr std::size_t R = S::rank;
@@ -602,6 +641,241 @@ struct rule<repeat_heads_expr<Rep, A>> {
           for (std::size_t i = 0; i < inner; ++i) dst[i] += src[i];
         }
     backprop(e.operand(), ga, acc);
+  }
+};
+
+// ---- slices, concatenation, rows, unit batch axes --------------------------------------------------------
+// Blocks along one axis: count runs of `inner` elements (inner = the product of the extents after the axis) copied
+// from index `from_at` of an axis of extent from_n to index `to_at` of one of extent to_n, for each of `outer` items.
+template <class T>
+constexpr void copy_along(const T* from, std::size_t from_n, std::size_t from_at, T* to, std::size_t to_n, std::size_t to_at,
+                          std::size_t count, std::size_t outer, std::size_t inner) {
+  for (std::size_t o = 0; o < outer; ++o)
+    for (std::size_t i = 0; i < count; ++i)
+      alg::copy_n(from + ((o * from_n + from_at + i) * inner), inner, to + ((o * to_n + to_at + i) * inner));
+}
+template <std::size_t Axis, std::size_t R>
+constexpr std::size_t inner_after(const dims_t<R>& d) {
+  std::size_t inner = 1;
+  for (std::size_t k = Axis + 1; k < R; ++k) inner *= d[k];
+  return inner;
+}
+template <std::size_t Axis, std::size_t R>
+constexpr std::size_t outer_before(const dims_t<R>& d) {
+  std::size_t outer = 1;
+  for (std::size_t k = 0; k < Axis; ++k) outer *= d[k];
+  return outer;
+}
+
+// slice: g at the slice's place in a zero gradient of the operand's extents.
+template <std::size_t Axis, std::size_t Count, class A>
+struct rule<slice_expr<Axis, Count, A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const slice_expr<Axis, Count, A>& e, const G& g, Acc& acc) {
+    using S = shape_of_t<A>;
+    const auto d = dims_of(e.operand());
+    basic_tensor<value_t<A>, S> ga = zeros<value_t<A>, S>(d);
+    const std::size_t c = g.dims()[Axis];
+    copy_along(g.data(), c, 0, ga.data(), d[Axis], e.begin(), c, outer_before<Axis>(d), inner_after<Axis>(d));
+    backprop(e.operand(), ga, acc);
+  }
+};
+// concat: g cut in two along the axis.
+template <std::size_t Axis, class A, class B>
+struct rule<concat_expr<Axis, A, B>> {
+  template <class G, class Acc>
+  static constexpr void apply(const concat_expr<Axis, A, B>& e, const G& g, Acc& acc) {
+    const auto da = dims_of(e.lhs());
+    const auto db = dims_of(e.rhs());
+    const std::size_t n = g.dims()[Axis], outer = outer_before<Axis>(da), inner = inner_after<Axis>(da);
+    if constexpr (Acc::template reaches<A>) {
+      basic_tensor<value_t<A>, shape_of_t<A>> ga(da, uninitialized);
+      copy_along(g.data(), n, 0, ga.data(), da[Axis], 0, da[Axis], outer, inner);
+      backprop(e.lhs(), ga, acc);
+    }
+    if constexpr (Acc::template reaches<B>) {
+      basic_tensor<value_t<B>, shape_of_t<B>> gb(db, uninitialized);
+      copy_along(g.data(), n, da[Axis], gb.data(), db[Axis], 0, db[Axis], outer, inner);
+      backprop(e.rhs(), gb, acc);
+    }
+  }
+};
+// index_select: row i of g added to row ids[i] of the table's gradient (a scatter-add, in the order of the ids: the
+// same sums for any thread count).
+template <class A, class I>
+struct rule<index_select_expr<A, I>> {
+  template <class G, class Acc>
+  static constexpr void apply(const index_select_expr<A, I>& e, const G& g, Acc& acc) {
+    using S = shape_of_t<A>;
+    const auto d = dims_of(e.operand());
+    basic_tensor<value_t<A>, S> ga = zeros<value_t<A>, S>(d);
+    const std::size_t n = g.dims()[0], cols = d[1];
+    for (std::size_t i = 0; i < n; ++i) {
+      value_t<A>* row = ga.data() + static_cast<std::size_t>(e.ids()[i]) * cols;
+      for (std::size_t j = 0; j < cols; ++j) row[j] += g.data()[i * cols + j];
+    }
+    backprop(e.operand(), ga, acc);
+  }
+};
+// The unit batch axis added or taken away: the same elements.
+template <class S, class T, class SG>
+constexpr basic_tensor<T, S> same_elements(const basic_tensor<T, SG>& g, const dims_t<S::rank>& d) {
+  basic_tensor<T, S> out(d, uninitialized);
+  alg::copy_n(g.data(), g.numel(), out.data());
+  return out;
+}
+template <class A>
+struct rule<unit_batch_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const unit_batch_expr<A>& e, const G& g, Acc& acc) {
+    backprop(e.operand(), same_elements<shape_of_t<A>>(g, dims_of(e.operand())), acc);
+  }
+};
+template <class A>
+struct rule<drop_unit_batch_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const drop_unit_batch_expr<A>& e, const G& g, Acc& acc) {
+    backprop(e.operand(), same_elements<shape_of_t<A>>(g, dims_of(e.operand())), acc);
+  }
+};
+
+// rotary: each pair rotated back, by minus the angle of its position (a rotation's inverse is its transpose).
+template <class A>
+struct rule<rotary_expr<A>> {
+  template <class G, class Acc>
+  static constexpr void apply(const rotary_expr<A>& e, const G& g, Acc& acc) {
+    using T = value_t<A>;
+    using S = shape_of_t<A>;
+    const auto d = g.dims();
+    basic_tensor<T, S> ga(d, uninitialized);
+    alg::copy_n(g.data(), g.numel(), ga.data());
+    const std::size_t n = d[S::rank - 1], len = d[S::rank - 2], h = n / 2;
+    const std::size_t rows = n == 0 ? 0 : ga.numel() / n;
+    if (e.style() != rope_style::none && rows > 0) {
+      basic_tensor<double, shape<axis<anon, dyn>>> w(uninitialized, h);
+      position_frequencies(n, e.base(), w.data());
+      basic_tensor<T, shape<axis<anon, dyn>>> c(uninitialized, len * h), s(uninitialized, len * h);
+      for (std::size_t l = 0; l < len; ++l) {
+        rope_angles(e.offset() + l, h, w.data(), c.data() + l * h, s.data() + l * h);
+        for (std::size_t i = 0; i < h; ++i) s.data()[l * h + i] = -s.data()[l * h + i];
+      }
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t l = r % len;
+        rope_rotate(ga.data() + r * n, n, c.data() + l * h, s.data() + l * h, e.style());
+      }
+    }
+    backprop(e.operand(), ga, acc);
+  }
+};
+
+// ---- the pairwise similarities ------------------------------------------------------------------------------
+// Q (batch..., Lq, d) and K (batch..., Lk, d) or (Lk, d) shared, evaluated; g (batch..., Lq, Lk). A similarity's
+// rule fills dq and dk (zeroed, K's summed over the batch where it is shared) from per-pair terms.
+template <class E, class G>
+struct pairwise_parts {
+  using Q = std::remove_cvref_t<decltype(std::declval<const E&>().queries())>;
+  using K = std::remove_cvref_t<decltype(std::declval<const E&>().keys())>;
+  using T = value_t<G>;
+  result_t<Q> q;
+  result_t<K> k;
+  basic_tensor<T, shape_of_t<Q>> dq;
+  basic_tensor<T, shape_of_t<K>> dk;
+  std::size_t batch, lq, lk, d;
+  bool shared;
+  constexpr explicit pairwise_parts(const E& e)
+      : q(e.queries()), k(e.keys()), dq(zeros<T, shape_of_t<Q>>(q.dims())), dk(zeros<T, shape_of_t<K>>(k.dims())) {
+    const auto qd = q.dims();
+    const auto kd = k.dims();
+    constexpr std::size_t RQ = shape_of_t<Q>::rank, RK = shape_of_t<K>::rank;
+    lq = qd[RQ - 2], d = qd[RQ - 1], lk = kd[RK - 2];
+    shared = RK == 2 && RQ > 2;
+    batch = lq == 0 || d == 0 ? 0 : q.numel() / (lq * d);
+  }
+  // f(g_ij, q_i, k_j, dq_i, dk_j) for every pair, q_i and k_j the rows of qs and ks (laid out as q and k).
+  template <class F>
+  constexpr void each_pair(const G& g, const T* qs, const T* ks, F f) {
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t i = 0; i < lq; ++i)
+        for (std::size_t j = 0; j < lk; ++j) {
+          const std::size_t kr = (shared ? 0 : b) * lk + j;
+          f(g.data()[(b * lq + i) * lk + j], qs + (b * lq + i) * d, ks + kr * d, dq.data() + (b * lq + i) * d,
+            dk.data() + kr * d);
+        }
+  }
+};
+
+template <class F>
+inline constexpr bool has_pairwise_rule = std::is_same_v<F, similarity::cosine> || std::is_same_v<F, similarity::rbf>;
+template <class W>
+inline constexpr bool has_pairwise_rule<similarity::additive_similarity<W>> = true;
+
+// cosine: s = (qn . kn) / tau with qn = q / (|q| + eps): dqn = (1/tau) sum_j g_ij kn_j, and through the normalisation
+// dq = dqn / n - q (q . dqn) / (|q| n^2), n = |q| + eps (0 for the second term of a zero vector); the same for k.
+// rbf: s = -|q - k|^2 / (2 tau^2): dq_i = -(1/tau^2) sum_j g_ij (q_i - k_j), dk_j = (1/tau^2) sum_i g_ij (q_i - k_j).
+// additive: s = sum_a w_a tanh(qh_ia + kh_ja), qh and kh the projected operands: with t = tanh(qh_ia + kh_ja),
+// dqh_ia = sum_j g_ij w_a (1 - t^2), dkh_ja = sum_i g_ij w_a (1 - t^2), dw_a = sum_ij g_ij t; each passed on (to the
+// projections and their weights).
+template <class F, class Q, class K>
+  requires has_pairwise_rule<F>
+struct rule<pairwise_expr<F, Q, K>> {
+  using E = pairwise_expr<F, Q, K>;
+  template <class G, class Acc>
+  static constexpr void apply(const E& e, const G& g, Acc& acc) {
+    using T = value_t<G>;
+    pairwise_parts<E, G> p(e);
+    const std::size_t d = p.d;
+    if constexpr (std::is_same_v<F, similarity::cosine>) {
+      const T tau = static_cast<T>(e.similarity().tau), eps = static_cast<T>(e.similarity().eps);
+      const std::size_t nq = d == 0 ? 0 : p.q.numel() / d, nk = d == 0 ? 0 : p.k.numel() / d;
+      // The unit vectors and their norms.
+      basic_tensor<T, shape<axis<anon, dyn>>> qn(uninitialized, nq * d), kn(uninitialized, nk * d), qnorm(nq), knorm(nk);
+      const auto unit = [&](const T* x, T* out, T& norm) {
+        T s = 0;
+        for (std::size_t a = 0; a < d; ++a) s += x[a] * x[a];
+        norm = math::sqrt(s);
+        for (std::size_t a = 0; a < d; ++a) out[a] = x[a] / (norm + eps);
+      };
+      for (std::size_t r = 0; r < nq; ++r) unit(p.q.data() + r * d, qn.data() + r * d, qnorm.data()[r]);
+      for (std::size_t r = 0; r < nk; ++r) unit(p.k.data() + r * d, kn.data() + r * d, knorm.data()[r]);
+      // dqn into dq, dkn into dk, then each through its normalisation.
+      p.each_pair(g, qn.data(), kn.data(), [&](T gij, const T* qi, const T* kj, T* dqi, T* dkj) {
+        for (std::size_t a = 0; a < d; ++a) dqi[a] += gij / tau * kj[a], dkj[a] += gij / tau * qi[a];
+      });
+      const auto through = [&](const T* x, T norm, T* dx) {
+        const T n = norm + eps;
+        T xd = 0;
+        for (std::size_t a = 0; a < d; ++a) xd += x[a] * dx[a];
+        const T c = norm > T(0) ? xd / (norm * n * n) : T(0);
+        for (std::size_t a = 0; a < d; ++a) dx[a] = dx[a] / n - x[a] * c;
+      };
+      for (std::size_t r = 0; r < nq; ++r) through(p.q.data() + r * d, qnorm.data()[r], p.dq.data() + r * d);
+      for (std::size_t r = 0; r < nk; ++r) through(p.k.data() + r * d, knorm.data()[r], p.dk.data() + r * d);
+    } else if constexpr (std::is_same_v<F, similarity::rbf>) {
+      const T tau = static_cast<T>(e.similarity().tau), c = T(1) / (tau * tau);
+      p.each_pair(g, p.q.data(), p.k.data(), [&](T gij, const T* qi, const T* kj, T* dqi, T* dkj) {
+        for (std::size_t a = 0; a < d; ++a) {
+          const T t = gij * c * (qi[a] - kj[a]);
+          dqi[a] -= t, dkj[a] += t;
+        }
+      });
+    } else {
+      using W = std::remove_cvref_t<decltype(e.similarity().w)>;
+      const W& wx = e.similarity().w;
+      const basic_tensor<T, shape_of_t<W>> w(cast<T>(wx));
+      basic_tensor<T, shape_of_t<W>> dw = zeros<T, shape_of_t<W>>(w.dims());
+      p.each_pair(g, p.q.data(), p.k.data(), [&](T gij, const T* qi, const T* kj, T* dqi, T* dkj) {
+        for (std::size_t a = 0; a < d; ++a) {
+          const T t = math::tanh(qi[a] + kj[a]);
+          const T u = gij * w.data()[a] * (T(1) - t * t);
+          dqi[a] += u, dkj[a] += u;
+          dw.data()[a] += gij * t;
+        }
+      });
+      if constexpr (std::is_same_v<value_t<W>, T>) pass(wx, dw, acc);
+      else pass(wx, cast<value_t<W>>(dw), acc);
+    }
+    pass(e.queries(), p.dq, acc);
+    pass(e.keys(), p.dk, acc);
   }
 };
 

@@ -6,7 +6,7 @@
 //   kernels::flash_attention_backward(problem, gradients, ctx)
 //
 // For each tile of BQ query rows and BK keys: P = exp(s - lse) from the saved lse, dV += P^T dO, dP = dO V^T,
-// dS = P o (dP - D) with D = rowsum(dO o O), dQ += s' dS K, dK += s' dS^T Q (s' the score program's factor). Work
+// dS = P o (dP - D) with D = rowsum(dO o O), dQ += s' dS K, dK += s' dS^T Q (s' the score program's factors' product). Work
 // items are (batch, K/V head, key chunk): each owns its keys' dK and dV (a K/V head's query heads summed inside it,
 // GQA), and its share of dQ goes to a buffer of its own, summed chunk by chunk in a fixed order at the end. The split
 // depends on the problem only, so results are bit-identical for any thread count; no atomics. Tiles that every row's
@@ -37,10 +37,11 @@ struct attention_gradients {
 };
 
 // Writes dq, dk and dv and returns true, or writes nothing and returns false where the fused backward does not apply
-// and the caller differentiates the expression unfused: a score program other than a multiplication by a positive
-// number followed by masks that fill with -inf (causal, key lengths, key padding, boolean), 16-bit K/V, or a row
-// whose lse is NaN or +inf (a NaN or +inf score: the unfused rules give such rows their documented values). A row
-// whose lse is -inf (every key masked) has zero gradients. The instruction set must be one this CPU has
+// and the caller differentiates the expression unfused: 16-bit K/V, or a row whose lse is NaN or +inf (a NaN or +inf
+// score: the unfused rules give such rows their documented values). Every score program runs: a multiplication by a
+// positive number and masks that fill with -inf on the fast path (the factor folded into the exponent), any other
+// program (finite fills, biases, several or negative factors) element by element on each tile, a replaced score
+// passing no gradient. A row whose lse is -inf (every key masked) has zero gradients. The instruction set must be one this CPU has
 // (std::invalid_argument otherwise); threads: at most that many. T: float or double.
 template <class T>
 bool flash_attention_backward(const attention_problem<T>& p, const attention_gradients<T>& g, simd::isa i,

@@ -22,7 +22,9 @@ template <class T>
 struct backward_job {
   const attention_problem<T>* p;
   const score_plan<T>* plan;
-  T scale;                   // the program's factor (the plan's folded multiplication)
+  T expo;                    // the factor of the scores in the exponent: the folded one on the fast path, else 1
+  T scale;                   // d score / d dot where no step blocked it: the product of the program's factors
+  bool general;              // not the fast path: the tile runs the whole program on the dots
   bool masks;                // a boolean mask step
   std::size_t bq, dkp, dvp;  // rows per query block; dk, dv padded to whole vectors
   std::size_t nqb, lqp;      // query blocks, and their rows (lq padded)
@@ -93,7 +95,9 @@ void pack_queries(const backward_job<T>& J, const attention_gradients<T>& g, std
       dd[r] = d;
       const T l = valid ? g.lse.matrix(b, h)[sz(i) * g.lse.row] : -inf;
       nlse[r] = l == -inf ? -inf : -(l * log2e<T>);
-      const std::size_t limit = valid ? skip_limit(p, *J.plan, b, i) : 0;
+      // (Soft skipping leaves keys of tiny but nonzero weight to the forward; the backward reads them all.)
+      const bool hard = J.plan->skip_final == -inf;
+      const std::size_t limit = valid ? (hard ? skip_limit(p, *J.plan, b, i) : p.lk) : 0;
       lim[r] = static_cast<T>(limit);
       if (valid && l != -inf) lo = alg::min(lo, limit), hi = alg::max(hi, limit);
     }
@@ -113,7 +117,6 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (p.kv != kv_storage::same) return false;
   const score_plan<T> plan = make_plan(p);
-  if (!plan.fast) return false;
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t h = 0; h < p.heads; ++h)
       for (std::size_t i = 0; i < p.lq; ++i) {
@@ -138,7 +141,13 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
   backward_job<T> J{};
   J.p = &p;
   J.plan = &plan;
-  J.scale = plan.folded;
+  J.general = !plan.fast;
+  J.expo = plan.fast ? plan.folded : T(1);
+  J.scale = T(1);
+  for (std::size_t s = 0; s < plan.n; ++s) {
+    if (plan.steps[s].kind == step_kind::multiply) J.scale *= plan.steps[s].value;
+    if (plan.steps[s].kind == step_kind::divide) J.scale /= plan.steps[s].value;
+  }
   J.masks = false;
   for (std::size_t s = 0; s < plan.n; ++s) J.masks = J.masks || plan.steps[s].kind == step_kind::boolean_mask;
   J.bq = BQ;

@@ -6,6 +6,8 @@
 // time (any strides) and B and C row-major in vectors:
 //   S^T  = K Q^T        (keys x queries: A = K rows, B = Q^T packed)    P = 2^(S c - lse log2 e), masked to 0
 //   dP^T = V dO^T       (A = V rows, B = dO^T packed)                  dS = s' P o (dP - D)
+// (Outside the fast path, the score program runs on the tile of dots first, element by element, as the forward's
+// does; a score that a step replaced gets dS = 0: its dP is set to D.)
 //   dV  += P^T dO       (A = P^T tile, B = dO rows packed)
 //   dK  += dS^T Q       (A = dS^T tile, B = Q rows packed)
 //   dQ  += dS K         (A = dS tile read transposed, B = K rows packed)
@@ -74,6 +76,37 @@ struct backward_kernel {
     }
   }
 
+  // The score program on a tile of dots (keys x queries), in the expression's order: st becomes the scores; where a
+  // step replaced a score (a limit or a boolean mask), dP becomes D, so that dS = P (dP - D) is 0 there.
+  [[gnu::noinline]] static void program(const backward_job<T>& J, T* st, T* dpt, const T* dd, std::size_t rows,
+                                        std::size_t b, std::size_t h, std::size_t i0, std::size_t j0, std::size_t nb) {
+    const attention_problem<T>& p = *J.p;
+    const score_plan<T>& plan = *J.plan;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t i = i0 + r;
+      for (std::size_t k = 0; k < nb; ++k) {
+        const std::size_t j = j0 + k;
+        T x = st[k * BQ + r];
+        bool replaced = false;
+        for (std::size_t si = 0; si < plan.n; ++si) {
+          const score_step<T>& s = plan.steps[si];
+          if (s.kind == step_kind::multiply) {
+            x *= s.value;
+          } else if (s.kind == step_kind::divide) {
+            x /= s.value;
+          } else if (s.kind == step_kind::additive_mask) {
+            x += s.bias.at(b, h, i, j);
+          } else if (is_limit(s.kind) ? j >= step_limit(s, p, b, i) : !s.mask.at(b, h, i, j)) {
+            x = s.value;
+            replaced = true;
+          }
+        }
+        st[k * BQ + r] = x;
+        if (replaced) dpt[k * BQ + r] = dd[r];
+      }
+    }
+  }
+
   // One tile: query block blk (rows valid rows from row i0 of (b, h)) against the nb keys at j0 packed in kp, vp.
   static void tile(const backward_job<T>& J, const T* blk, std::size_t rows, bool limited, std::size_t b, std::size_t h,
                    std::size_t i0, std::size_t j0, std::size_t nb, const T* kp, const T* vp, T* st, T* dpt, T* dka,
@@ -89,7 +122,8 @@ struct backward_kernel {
     const T* lim = dd + BQ;
     gemm<false>(nb, BQ / W, p.dk, kp, static_cast<std::ptrdiff_t>(dkp), 1, qt, BQ, st, BQ);
     gemm<false>(nb, BQ / W, p.dv, vp, static_cast<std::ptrdiff_t>(dvp), 1, dot, BQ, dpt, BQ);
-    const R c = V::set1(J.scale * log2e<T>), sc = V::set1(J.scale);
+    if (J.general) program(J, st, dpt, dd, rows, b, h, i0, j0, nb);
+    const R c = V::set1(J.expo * log2e<T>), sc = V::set1(J.scale);
     for (std::size_t v = 0; v < BQ / W; ++v) {
       const R nl = V::load(nlse + v * W), d = V::load(dd + v * W), l = V::load(lim + v * W);
       for (std::size_t k = 0; k < nb; ++k) {
@@ -106,7 +140,7 @@ struct backward_kernel {
         V::store(dx, ds);
       }
     }
-    if (J.masks)
+    if (J.masks && !J.general)
       for (std::size_t si = 0; si < J.plan->n; ++si) {
         const score_step<T>& s = J.plan->steps[si];
         if (s.kind != step_kind::boolean_mask) continue;
