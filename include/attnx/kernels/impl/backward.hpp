@@ -33,6 +33,7 @@ struct backward_job {
   T* packed;                 // per (b, h, query block): Q^T, Q, dO^T, dO, -lse log2 e, D, key limits (as T)
   std::size_t* lim_range;    // per (b, query block): the smallest and largest key limit of its rows
   T* dq_acc;                 // per item: group x lqp x dkp
+  unsigned char* dq_written; // per item: group x nqb, whether the item wrote that query block's dQ
   T* dk_buf;                 // per (b, K/V head): lk x dkp
   T* dv_buf;                 // per (b, K/V head): lk x dvp
 
@@ -40,6 +41,7 @@ struct backward_job {
     return packed + ((b * p->heads + h) * nqb + qb) * block_elems;
   }
   T* dq_item(std::size_t index) const { return dq_acc + index * group * lqp * dkp; }
+  unsigned char* written(std::size_t index) const { return dq_written + index * group * nqb; }
   T* dk_kv(std::size_t b, std::size_t g) const { return dk_buf + (b * p->kv_heads + g) * p->lk * dkp; }
   T* dv_kv(std::size_t b, std::size_t g) const { return dv_buf + (b * p->kv_heads + g) * p->lk * dvp; }
 };
@@ -56,55 +58,53 @@ namespace attnx::kernels::detail {
 // Work items per problem the split aims at, whatever the thread count (the split decides the summation order).
 inline constexpr std::size_t backward_target_items = 8;
 
-// The rows of (b, h) packed into query blocks of bq rows (padding rows: zeros, lse +inf, limit 0).
+// Query block qb of (b, h) packed: bq rows (padding rows: zeros, lse -inf, limit 0).
 template <class T>
-void pack_queries(const backward_job<T>& J, const attention_gradients<T>& g, std::size_t b, std::size_t h) {
+void pack_block(const backward_job<T>& J, const attention_gradients<T>& g, std::size_t b, std::size_t h, std::size_t qb) {
   const attention_problem<T>& p = *J.p;
   const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
   const std::size_t bq = J.bq, dkp = J.dkp, dvp = J.dvp;
   constexpr T inf = std::numeric_limits<T>::infinity();
-  for (std::size_t qb = 0; qb < J.nqb; ++qb) {
-    T* qt = J.block(b, h, qb);
-    T* qp = qt + p.dk * bq;
-    T* dot = qp + bq * dkp;
-    T* dop = dot + p.dv * bq;
-    T* nlse = dop + bq * dvp;
-    T* dd = nlse + bq;
-    T* lim = dd + bq;
-    std::size_t lo = p.lk, hi = 0;
-    for (std::size_t r = 0; r < bq; ++r) {
-      const std::size_t i = qb * bq + r;
-      const bool valid = i < p.lq;
-      const T* q = valid ? p.q.matrix(b, h) + sz(i) * p.q.row : nullptr;
-      const T* o = valid ? g.o.matrix(b, h) + sz(i) * g.o.row : nullptr;
-      const T* d_o = valid ? g.d_o.matrix(b, h) + sz(i) * g.d_o.row : nullptr;
-      for (std::size_t c = 0; c < dkp; ++c) {
-        const T x = valid && c < p.dk ? q[c] : T(0);
-        qp[r * dkp + c] = x;
-        if (c < p.dk) qt[c * bq + r] = x;
-      }
-      T d = 0;
-      for (std::size_t c = 0; c < dvp; ++c) {
-        const T x = valid && c < p.dv ? d_o[c] : T(0);
-        dop[r * dvp + c] = x;
-        if (c < p.dv) {
-          dot[c * bq + r] = x;
-          if (valid) d += x * o[c];
-        }
-      }
-      dd[r] = d;
-      const T l = valid ? g.lse.matrix(b, h)[sz(i) * g.lse.row] : -inf;
-      nlse[r] = l == -inf ? -inf : -(l * log2e<T>);
-      // (Soft skipping leaves keys of tiny but nonzero weight to the forward; the backward reads them all.)
-      const bool hard = J.plan->skip_final == -inf;
-      const std::size_t limit = valid ? (hard ? skip_limit(p, *J.plan, b, i) : p.lk) : 0;
-      lim[r] = static_cast<T>(limit);
-      if (valid && l != -inf) lo = alg::min(lo, limit), hi = alg::max(hi, limit);
-    }
-    if (h == 0) {
-      J.lim_range[(b * J.nqb + qb) * 2] = lo;
-      J.lim_range[(b * J.nqb + qb) * 2 + 1] = hi;
-    }
+  // (Soft skipping leaves keys of tiny but nonzero weight to the forward; the backward reads them all.)
+  const bool hard = J.plan->skip_final == -inf;
+  T* qt = J.block(b, h, qb);
+  T* qp = qt + p.dk * bq;
+  T* dot = qp + bq * dkp;
+  T* dop = dot + p.dv * bq;
+  T* nlse = dop + bq * dvp;
+  T* dd = nlse + bq;
+  T* lim = dd + bq;
+  std::size_t lo = p.lk, hi = 0;
+  const std::size_t rows = alg::min(bq, p.lq - qb * bq);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t i = qb * bq + r;
+    const T* q = p.q.matrix(b, h) + sz(i) * p.q.row;
+    const T* o = g.o.matrix(b, h) + sz(i) * g.o.row;
+    const T* d_o = g.d_o.matrix(b, h) + sz(i) * g.d_o.row;
+    alg::copy_n(q, p.dk, qp + r * dkp);
+    alg::fill_n(qp + r * dkp + p.dk, dkp - p.dk, T(0));
+    for (std::size_t c = 0; c < p.dk; ++c) qt[c * bq + r] = q[c];
+    alg::copy_n(d_o, p.dv, dop + r * dvp);
+    alg::fill_n(dop + r * dvp + p.dv, dvp - p.dv, T(0));
+    T d = 0;
+    for (std::size_t c = 0; c < p.dv; ++c) dot[c * bq + r] = d_o[c], d += d_o[c] * o[c];
+    dd[r] = d;
+    const T l = g.lse.matrix(b, h)[sz(i) * g.lse.row];
+    nlse[r] = l == -inf ? -inf : -(l * log2e<T>);
+    const std::size_t limit = hard ? skip_limit(p, *J.plan, b, i) : p.lk;
+    lim[r] = static_cast<T>(limit);
+    if (l != -inf) lo = alg::min(lo, limit), hi = alg::max(hi, limit);
+  }
+  for (std::size_t r = rows; r < bq; ++r) {
+    alg::fill_n(qp + r * dkp, dkp, T(0));
+    alg::fill_n(dop + r * dvp, dvp, T(0));
+    for (std::size_t c = 0; c < p.dk; ++c) qt[c * bq + r] = T(0);
+    for (std::size_t c = 0; c < p.dv; ++c) dot[c * bq + r] = T(0);
+    dd[r] = T(0), nlse[r] = -inf, lim[r] = T(0);
+  }
+  if (h == 0) {
+    J.lim_range[(b * J.nqb + qb) * 2] = lo;
+    J.lim_range[(b * J.nqb + qb) * 2 + 1] = hi;
   }
 }
 
@@ -167,19 +167,24 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
   const std::size_t off_packed = lay.add<T>(p.batch * p.heads * J.nqb * J.block_elems);
   const std::size_t off_range = lay.add<std::size_t>(p.batch * J.nqb * 2);
   const std::size_t off_dq = lay.add<T>(n_items * group * J.lqp * J.dkp);
+  const std::size_t off_written = lay.add<unsigned char>(n_items * group * J.nqb);
   const std::size_t off_dk = lay.add<T>(heads_kv * p.lk * J.dkp);
   const std::size_t off_dv = lay.add<T>(heads_kv * p.lk * J.dvp);
   const scratch_block mem(lay.bytes);
   J.packed = mem.at<T>(off_packed);
   J.lim_range = mem.at<std::size_t>(off_range);
   J.dq_acc = mem.at<T>(off_dq);
+  J.dq_written = mem.at<unsigned char>(off_written);
   J.dk_buf = mem.at<T>(off_dk);
   J.dv_buf = mem.at<T>(off_dv);
 
   threads = alg::max(1u, threads);
-  const unsigned pack_slots = static_cast<unsigned>(alg::min<std::size_t>(threads, p.batch * p.heads));
-  exec::parallel_for(p.batch * p.heads, pack_slots,
-                     [&](std::size_t n, unsigned) { pack_queries(J, g, n / p.heads, n % p.heads); });
+  // The serial parts parallel too, by query or key block: packing, the dQ sums, dK and dV out.
+  const std::size_t n_blocks = p.batch * p.heads * J.nqb;
+  const unsigned block_slots = static_cast<unsigned>(alg::min<std::size_t>(threads, n_blocks));
+  exec::parallel_for(n_blocks, block_slots, [&](std::size_t n, unsigned) {
+    pack_block(J, g, n / J.nqb / p.heads, n / J.nqb % p.heads, n % J.nqb);
+  });
 
   storage<backward_item, dyn> items(uninitialized, n_items);
   double total = 0;
@@ -211,27 +216,33 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
     Kernel::run_item(J, items[n], reinterpret_cast<T*>(scratch.get() + per_slot * slot));
   });
 
-  // dQ: the chunks' parts summed in chunk order.
-  exec::parallel_for(p.batch * p.heads, pack_slots, [&](std::size_t n, unsigned) {
-    const std::size_t b = n / p.heads, h = n % p.heads, kh = h / group, hh = h % group;
-    for (std::size_t i = 0; i < p.lq; ++i) {
+  // dQ: the parts of the chunks that wrote a row's query block, summed in chunk order (0 where none did).
+  exec::parallel_for(n_blocks, block_slots, [&](std::size_t n, unsigned) {
+    const std::size_t b = n / J.nqb / p.heads, h = n / J.nqb % p.heads, kh = h / group, hh = h % group;
+    const std::size_t qb = n % J.nqb;
+    for (std::size_t i = qb * BQ; i < alg::min(p.lq, (qb + 1) * BQ); ++i) {
       T* out = g.dq.matrix(b, h) + sz(i) * g.dq.row;
-      const T* first = J.dq_item((b * p.kv_heads + kh) * chunks) + (hh * J.lqp + i) * J.dkp;
-      alg::copy_n(first, p.dk, out);
-      for (std::size_t c = 1; c < chunks; ++c) {
-        const T* part = J.dq_item((b * p.kv_heads + kh) * chunks + c) + (hh * J.lqp + i) * J.dkp;
-        for (std::size_t d = 0; d < p.dk; ++d) out[d] += part[d];
+      bool any = false;
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t item = (b * p.kv_heads + kh) * chunks + c;
+        if (!J.written(item)[hh * J.nqb + i / BQ]) continue;
+        const T* part = J.dq_item(item) + (hh * J.lqp + i) * J.dkp;
+        if (!any) alg::copy_n(part, p.dk, out);
+        else
+          for (std::size_t d = 0; d < p.dk; ++d) out[d] += part[d];
+        any = true;
       }
+      if (!any) alg::fill_n(out, p.dk, T(0));
     }
   });
   // dK and dV: copied out, or summed in (b, K/V head) order where K or V is shared by the batch items or heads (a
   // stride of 0).
-  const auto write_kv = [&](strided<T> out, std::size_t d, std::size_t dp, const T* buf) {
+  const auto write_kv = [&](strided<T> out, std::size_t d, std::size_t dp, const T* buf, std::size_t j0) {
     const bool sum_b = out.batch == 0, sum_h = out.head == 0;
     for (std::size_t b = 0; b < p.batch; ++b)
       for (std::size_t kh = 0; kh < p.kv_heads; ++kh) {
         const bool first = (!sum_b || b == 0) && (!sum_h || kh == 0);
-        for (std::size_t j = 0; j < p.lk; ++j) {
+        for (std::size_t j = j0; j < alg::min(p.lk, j0 + BK); ++j) {
           T* o = out.matrix(b, kh) + sz(j) * out.row;
           const T* x = buf + ((b * p.kv_heads + kh) * p.lk + j) * dp;
           if (first) alg::copy_n(x, d, o);
@@ -240,8 +251,10 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
         }
       }
   };
-  write_kv(g.dk, p.dk, J.dkp, J.dk_buf);
-  write_kv(g.dv, p.dv, J.dvp, J.dv_buf);
+  exec::parallel_for(nkb, static_cast<unsigned>(alg::min<std::size_t>(threads, nkb)), [&](std::size_t n, unsigned) {
+    write_kv(g.dk, p.dk, J.dkp, J.dk_buf, n * BK);
+    write_kv(g.dv, p.dv, J.dvp, J.dv_buf, n * BK);
+  });
   return true;
 }
 

@@ -108,9 +108,10 @@ struct backward_kernel {
   }
 
   // One tile: query block blk (rows valid rows from row i0 of (b, h)) against the nb keys at j0 packed in kp, vp.
+  // dqa: the block's dQ part, written (first) or added to.
   static void tile(const backward_job<T>& J, const T* blk, std::size_t rows, bool limited, std::size_t b, std::size_t h,
                    std::size_t i0, std::size_t j0, std::size_t nb, const T* kp, const T* vp, T* st, T* dpt, T* dka,
-                   T* dva, T* dqa) {
+                   T* dva, T* dqa, bool first) {
     const attention_problem<T>& p = *J.p;
     const std::size_t dkp = J.dkp, dvp = J.dvp;
     const T* qt = blk;
@@ -150,7 +151,8 @@ struct backward_kernel {
       }
     gemm<true>(nb, dvp / W, rows, st, BQ, 1, dop, dvp, dva, dvp);
     gemm<true>(nb, dkp / W, rows, dpt, BQ, 1, qp, dkp, dka, dkp);
-    gemm<true>(rows, dkp / W, nb, dpt, 1, BQ, kp, dkp, dqa, dkp);
+    if (first) gemm<false>(rows, dkp / W, nb, dpt, 1, BQ, kp, dkp, dqa, dkp);
+    else gemm<true>(rows, dkp / W, nb, dpt, 1, BQ, kp, dkp, dqa, dkp);
   }
 
   // Work item it: the keys of its chunk, against every query row of its K/V head's query heads.
@@ -165,7 +167,8 @@ struct backward_kernel {
     T* st = dva + BK * dvp;
     T* dpt = st + BK * BQ;
     T* dqa = J.dq_item(it.index);
-    alg::fill_n(dqa, J.group * J.lqp * dkp, T(0));
+    unsigned char* written = J.written(it.index);
+    alg::fill_n(written, J.group * J.nqb, static_cast<unsigned char>(0));
     const T* k = p.k.matrix(it.b, it.g);
     const T* v = p.v.matrix(it.b, it.g);
     for (std::size_t j0 = it.j_begin; j0 < it.j_end; j0 += BK) {
@@ -185,9 +188,11 @@ struct backward_kernel {
         for (std::size_t qb = 0; qb < J.nqb; ++qb) {
           const std::size_t* range = J.lim_range + (it.b * J.nqb + qb) * 2;
           if (range[1] <= j0) continue;  // every row's keys end before this block
-          const std::size_t i0 = qb * BQ;
-          tile(J, J.block(it.b, h, qb), alg::min(BQ, p.lq - i0), range[0] < j0 + nb, it.b, h, i0, j0, nb, kp, vp, st,
-               dpt, dka, dva, dqa + (hh * J.lqp + i0) * dkp);
+          const std::size_t i0 = qb * BQ, nbt = alg::min(nb, range[1] - j0);  // (no row reads the keys past nbt)
+          unsigned char& w = written[hh * J.nqb + qb];
+          tile(J, J.block(it.b, h, qb), alg::min(BQ, p.lq - i0), range[0] < j0 + nbt, it.b, h, i0, j0, nbt, kp, vp, st,
+               dpt, dka, dva, dqa + (hh * J.lqp + i0) * dkp, w == 0);
+          w = 1;
         }
       }
       T* dko = J.dk_kv(it.b, it.g) + j0 * dkp;
