@@ -31,7 +31,8 @@ def measure(L, d, causal, threads, reps):
         times.append(time.perf_counter() - t0)
     t = statistics.median(times)
     flops = 2.5 * 4.0 * L * L * d * (0.5 if causal else 1.0)
-    return {"name": f"torch_backward/{L}/{d}/{int(causal)}/{threads}", "seconds": t, "FLOPS": flops / t}
+    return {"name": f"torch_backward/{L}/{d}/{int(causal)}/{threads}", "seconds": t, "FLOPS": flops / t,
+            "torch": torch.__version__}
 
 
 def main():

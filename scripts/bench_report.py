@@ -415,6 +415,77 @@ def gpt2_comparison(path, torch_path):
                              f"{ratio:.2f}× PyTorch's speed", None))
     return out, rows
 
+def backward_comparison(path, torch_path):
+    """bench_backward (the fused attention backward against this run's FMA peak, 1 and 2 threads, and the unfused
+    rules) against scripts/bench_backward_torch.py (PyTorch's autograd through its unfused attention)."""
+    out, rows = [], []
+    if not path:
+        return out, rows
+    with open(path) as f:
+        data = json.load(f)
+    runs, peak = collections.defaultdict(list), []  # (kind, L, causal, threads) -> [seconds]
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        parts = b["name"].split("/")
+        kind = parts[0].replace("BM_", "")
+        if kind == "fma_peak":
+            peak.append(b["FLOPS"] / 1e9)
+        elif kind == "backward_fused":
+            runs[("fused", int(parts[1]), int(parts[3]), int(parts[4]))].append(seconds(b, "real_time"))
+        elif kind == "backward_rules":
+            runs[("rules", int(parts[1]), int(parts[2]), 1)].append(seconds(b, "real_time"))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    fma = statistics.median(peak) if peak else None
+    reps = max((len(v) for v in runs.values()), default=0)
+    torch_s, torch_version = {}, None
+    if torch_path and os.path.exists(torch_path):
+        with open(torch_path) as f:
+            for line in f:
+                if line.strip().startswith("{"):
+                    r = json.loads(line)
+                    torch_version = r.get("torch", torch_version)
+                    _, L, _, c, t = r["name"].split("/")
+                    torch_s[(int(L), int(c), int(t))] = r["seconds"]
+    flops = lambda L, c: 2.5 * 4.0 * L * L * 64 * (0.5 if c else 1.0)
+    out += ["", "## The fused attention backward (bench_backward, scripts/bench_backward_torch.py)", "",
+            "`kernels::flash_attention_backward`: dQ, dK, dV of one head, L × 64 float32, from dO, the forward's O and "
+            "lse (docs/gradients.md). GFLOP/s counts 2.5 × the forward's 4·L²·d (half for causal): the five products "
+            "of the backward. `rules`: attnx's unfused backward (grad() with the fused path off: the L × L weights "
+            "stored, its forward included). PyTorch " + (torch_version or "(not installed: not measured)") +
+            ": autograd through `softmax(Q Kᵀ / √d) V` written with torch operations, the backward alone, in the "
+            f"same run. Medians of {reps} repetitions (attnx) and of PyTorch's, wall time; FMA peak of this run "
+            + (f"{fma:.1f} GFLOP/s." if fma else "not measured."), "",
+            "| L | mask | threads | attnx fused | GFLOP/s | % of peak | 2 threads / 1 | rules | PyTorch | speed against PyTorch |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for L in sorted({k[1] for k in med}):
+        for c in (0, 1):
+            for t in (1, 2):
+                a = med.get(("fused", L, c, t))
+                if a is None:
+                    continue
+                gf = flops(L, c) / a / 1e9
+                pct = 100 * gf / fma if fma and t == 1 else None
+                one = med.get(("fused", L, c, 1))
+                scale = one / a if t == 2 and one else None
+                rules = med.get(("rules", L, c, 1)) if t == 1 else None
+                tp = torch_s.get((L, c, t))
+                ratio = tp / a if tp else None
+                out.append(f"| {L} | {'causal' if c else 'none'} | {t} | {a * 1e3:.2f} ms | {gf:.1f} | {fmt(pct, '{:.0f}%')} | "
+                           f"{fmt(scale, '{:.2f}×')} | {fmt(rules * 1e3 if rules else None, '{:.1f} ms')} | "
+                           f"{fmt(tp * 1e3 if tp else None, '{:.2f} ms')} | {fmt(ratio, '{:.2f}×')} |")
+                mask = "causal" if c else "no mask"
+                if t == 1 and L == 1024 and pct is not None:
+                    rows.append((f"backward, L {L}, {mask}, one thread: % of the FMA peak", f"{pct:.0f}%", pct >= 60))
+                if t == 1 and L == 1024 and ratio is not None:
+                    rows.append((f"backward, L {L}, {mask}, one thread: against PyTorch {torch_version}'s autograd "
+                                 "(target 2.5×)", f"{ratio:.2f}×", ratio >= 2.5))
+                if t == 2 and L == 1024 and scale is not None:
+                    rows.append((f"backward, L {L}, {mask}: 2 threads against 1 (target 1.8×)", f"{scale:.2f}×",
+                                 scale >= 1.8))
+    return out, rows
+
+
 def roofline_table(roof, fma):
     """The four-row decode cells against both of their limits, each measured next to the cell: per repetition, the
     time of the cell's bytes at the read bandwidth (BYTES / FLOOR) and of its operations at the FMA rate
@@ -692,6 +763,8 @@ def main():
     ap.add_argument("--decode-note", default="", help="how the decode run differs from the main one (date, commit, load)")
     ap.add_argument("--gpt2", default="", help="bench_gpt2's JSON")
     ap.add_argument("--gpt2-torch", default="", help="scripts/bench_gpt2_torch.py's output (JSON lines)")
+    ap.add_argument("--backward", default="", help="bench_backward's JSON")
+    ap.add_argument("--backward-torch", default="", help="scripts/bench_backward_torch.py's output (JSON lines)")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--plot", default="")
     a = ap.parse_args()
@@ -724,10 +797,12 @@ def main():
     dyn_md, dyn_rows = dynamic_comparison(a.dynamic)
     dec_md, dec_rows = decode_comparison(a.decode, a.decode_note)
     gpt2_md, gpt2_rows = gpt2_comparison(a.gpt2, a.gpt2_torch)
-    md += target_table(targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows + gpt2_rows)
+    bwd_md, bwd_rows = backward_comparison(a.backward, a.backward_torch)
+    md += target_table(targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows + gpt2_rows +
+                       bwd_rows)
     md += ["", "## Throughput", ""]
     md += tables(med, peak, Ls)
-    md += fused_md + gemm_md + mha_md + dyn_md + dec_md + gpt2_md
+    md += fused_md + gemm_md + mha_md + dyn_md + dec_md + gpt2_md + bwd_md
     if rss:
         md += ["", "## Peak memory (one head, d = 64, one thread, separate processes)", "",
                "`extra` = peak RSS during the evaluation minus the peak RSS once inputs and output exist "
