@@ -44,7 +44,12 @@
 
 namespace {
 
+using bench::llc_bytes;
+using bench::read_buffer;
 constexpr std::size_t d = 128;
+void read_pass(const float* buf, std::size_t n, unsigned threads) {
+  benchmark::DoNotOptimize(bench::read_pass(buf, n, threads));
+}
 
 const bool tuning_from_environment = [] {
   const char* f = std::getenv("ATTNX_BENCH_DECODE_TUNING");
@@ -61,33 +66,6 @@ const bool tuning_from_environment = [] {
   benchmark::AddCustomContext("decode_tuning", f && *f ? f : "this CPU's");
   return f && *f;
 }();
-
-std::size_t llc_bytes() {
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? std::size_t(l3) : std::size_t(64) << 20;
-}
-
-// ---- the bandwidth floor ---------------------------------------------------------------------------
-// One read of the n floats at buf on `threads` threads (each a contiguous share).
-void read_pass(const float* buf, std::size_t n, unsigned threads) {
-  const bool wide = attnx::simd::cpu_supports(attnx::simd::isa::avx512);
-  float sink[2] = {0, 0};
-  attnx::exec::parallel_for(threads, threads, [&](std::size_t t, unsigned) {
-    const std::size_t b = n / threads * t / 64 * 64, e = t + 1 == threads ? n : n / threads * (t + 1) / 64 * 64;
-    sink[t & 1] += wide ? bench::read512(buf + b, e - b) : bench::read256(buf + b, e - b);
-  });
-  benchmark::DoNotOptimize(sink);
-}
-// The buffer every floor reads (64-byte aligned, 4x the last-level cache, at least 512 MiB; filled once per
-// process and kept).
-const attnx::storage<float, attnx::dyn>& read_buffer() {
-  static const attnx::storage<float, attnx::dyn> b = [] {
-    attnx::storage<float, attnx::dyn> s(attnx::uninitialized, std::max<std::size_t>(std::size_t(512) << 20, 4 * llc_bytes()) / sizeof(float));
-    std::fill_n(s.data(), s.size(), 1.0f);
-    return s;
-  }();
-  return b;
-}
 
 void BM_read(benchmark::State& state) {
   const auto threads = unsigned(state.range(0));

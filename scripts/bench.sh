@@ -146,6 +146,8 @@ rm -f "$OUT/gpt2_torch.jsonl"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   echo "+ /usr/bin/python3 scripts/bench_gpt2_torch.py --reps $((REPS * 2 - 1))"
   env -u OPENBLAS_CORETYPE /usr/bin/python3 scripts/bench_gpt2_torch.py --reps $((REPS * 2 - 1)) | tee "$OUT/gpt2_torch.jsonl"
+  echo "+ /usr/bin/python3 scripts/bench_gpt2_torch.py --reps $REPS --config 124m"
+  env -u OPENBLAS_CORETYPE /usr/bin/python3 scripts/bench_gpt2_torch.py --reps "$REPS" --config 124m | tee -a "$OUT/gpt2_torch.jsonl"
 else
   echo "bench.sh: python3-torch is not installed: the GPT-2 table has no PyTorch column (apt-get install python3-torch)"
 fi

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch 1.13's tokens per second for the GPT-2 of bench/bench_gpt2.cpp (4 layers, d_model 256, 8 heads, vocabulary
-4096, context 256, float32): a 128-token prefill, and decoding one token at a time with a KV cache holding 128 to
-191 tokens, on 1 and 2 threads. Prints one JSON object per measurement (the median of the repetitions).
+"""PyTorch 1.13's tokens per second for the GPT-2s of bench/bench_gpt2.cpp, float32: the small one (4 layers, d_model
+256, 8 heads, vocabulary 4096, context 256) and GPT-2's 124M configuration (12 layers, d_model 768, 12 heads,
+vocabulary 50257, context 1024); prefill of a 128-token prompt (and of 512 tokens at 124M), and decoding one token at
+a time with a KV cache holding 128 to 191 tokens, on 1 and 2 threads. Prints one JSON object per measurement (the
+median of the repetitions).
 
-    /usr/bin/python3 scripts/bench_gpt2_torch.py [--reps 7]
+    /usr/bin/python3 scripts/bench_gpt2_torch.py [--reps 7] [--config small|124m]
 
 The model is written with torch operations (as scripts/gpt2_reference.py, with the cache as tensors that grow by
 torch.cat, as Hugging Face's GPT-2 does), under torch.inference_mode().
@@ -15,19 +17,21 @@ import time
 
 import torch
 
-V, CTX, D, H, LAYERS = 4096, 256, 256, 8, 4
+CONFIGS = {"small": (4096, 256, 256, 8, 4), "124m": (50257, 1024, 768, 12, 12)}
+V, CTX, D, H, LAYERS = CONFIGS["small"]
 PROMPT, SPAN = 128, 64
 F = torch.nn.functional
 
 
 def make(g):
+    ws = 0.02 if D >= 768 else 0.06  # (the projections' scale, as bench_gpt2.cpp's)
     r = lambda *s, scale: torch.randn(*s, generator=g) * scale
     w = {"wte": r(V, D, scale=0.3), "wpe": r(CTX, D, scale=0.3), "ln_f": (1 + r(D, scale=0.1), r(D, scale=0.1)), "h": []}
     for _ in range(LAYERS):
         w["h"].append({
             "ln_1": (1 + r(D, scale=0.1), r(D, scale=0.1)), "ln_2": (1 + r(D, scale=0.1), r(D, scale=0.1)),
-            "c_attn": (r(D, 3 * D, scale=0.06), r(3 * D, scale=0.02)), "c_proj": (r(D, D, scale=0.06), r(D, scale=0.02)),
-            "c_fc": (r(D, 4 * D, scale=0.06), r(4 * D, scale=0.02)), "mlp_proj": (r(4 * D, D, scale=0.03), r(D, scale=0.02)),
+            "c_attn": (r(D, 3 * D, scale=ws), r(3 * D, scale=0.02)), "c_proj": (r(D, D, scale=ws), r(D, scale=0.02)),
+            "c_fc": (r(D, 4 * D, scale=ws), r(4 * D, scale=0.02)), "mlp_proj": (r(4 * D, D, scale=ws / 2), r(D, scale=0.02)),
         })
     return w
 
@@ -61,33 +65,46 @@ def forward(w, ids, past, start):
     return h @ w["wte"].T, new_past
 
 
+def timed(f, reps):
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def main():
+    global V, CTX, D, H, LAYERS
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="small")
     args = ap.parse_args()
+    V, CTX, D, H, LAYERS = CONFIGS[args.config]
     w = make(torch.Generator().manual_seed(1))
-    ids = torch.tensor([(i * 2654435761) % V for i in range(PROMPT)])
+    prompts = (PROMPT, 512) if args.config == "124m" else (PROMPT,)
     with torch.inference_mode():
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            forward(w, ids, None, 0)  # warm-up
-            pre = []
-            for _ in range(args.reps):
-                t0 = time.perf_counter()
-                forward(w, ids, None, 0)
-                pre.append(time.perf_counter() - t0)
-            dec = []
+            row = {"engine": "pytorch", "torch": torch.__version__, "config": args.config, "threads": threads}
+            for n in prompts:
+                ids = torch.tensor([(i * 2654435761) % V for i in range(n)])
+                forward(w, ids, None, 0)  # warm-up
+                t = timed(lambda: forward(w, ids, None, 0), args.reps)
+                key = "prefill" if n == PROMPT else f"prefill{n}"
+                row[f"{key}_ms"], row[f"{key}_tokens_per_s"] = t * 1e3, n / t
+            ids = torch.tensor([(i * 2654435761) % V for i in range(PROMPT)])
             _, past0 = forward(w, ids, None, 0)
-            for _ in range(args.reps):
+
+            def span():
                 past, tok = past0, torch.tensor([7])
-                t0 = time.perf_counter()
                 for s in range(SPAN):
                     _, past = forward(w, tok, past, PROMPT + s)
                     tok = torch.tensor([(int(tok) * 31) % V])
-                dec.append((time.perf_counter() - t0) / SPAN)
-            print(json.dumps({"engine": "pytorch", "torch": torch.__version__, "threads": threads,
-                              "prefill_ms": statistics.median(pre) * 1e3, "prefill_tokens_per_s": PROMPT / statistics.median(pre),
-                              "decode_ms": statistics.median(dec) * 1e3, "decode_tokens_per_s": 1 / statistics.median(dec)}))
+
+            t = timed(span, args.reps) / SPAN
+            row["decode_ms"], row["decode_tokens_per_s"] = t * 1e3, 1 / t
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

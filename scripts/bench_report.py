@@ -377,7 +377,7 @@ def gpt2_comparison(path, torch_path):
         data = json.load(f)
     runs = collections.defaultdict(list)  # (phase, threads) -> [(seconds, tokens/s)]
     for b in data["benchmarks"]:
-        if b.get("run_type") != "iteration":
+        if b.get("run_type") != "iteration" or b["name"].split("/")[0] not in ("BM_gpt2_prefill", "BM_gpt2_decode"):
             continue
         phase = b["name"].split("/")[0].replace("BM_gpt2_", "")
         runs[(phase, int(b["threads"]))].append((seconds(b, "real_time"), b["tokens/s"]))
@@ -390,6 +390,8 @@ def gpt2_comparison(path, torch_path):
                 line = line.strip()
                 if line.startswith("{"):
                     r = json.loads(line)
+                    if r.get("config", "small") != "small":
+                        continue
                     torch_version = r.get("torch")
                     for phase in ("prefill", "decode"):
                         torch_rows[(phase, int(r["threads"]))] = (r[f"{phase}_ms"] / 1e3, r[f"{phase}_tokens_per_s"])
@@ -414,6 +416,77 @@ def gpt2_comparison(path, torch_path):
                 rows.append((f"GPT-2 {phase}, one thread: against PyTorch {torch_version} (reported; no target)",
                              f"{ratio:.2f}× PyTorch's speed", None))
     return out, rows
+
+# ggml's examples/gpt-2 on GPT-2 124M, as issue 63 measured it (Intel Xeon, 2 vCPUs; ms per token for decode, ms
+# for a 128-token prefill): an external reference, not measured in this run.
+GGML_124M = {("decode", 1): 48, ("decode", 2): 30, ("prefill", 1): 1141, ("prefill", 2): 558}
+GGML_124M_F16 = {("decode", 1): 30, ("decode", 2): 19, ("prefill", 1): 636, ("prefill", 2): 374}
+
+
+def gpt2_124m_comparison(path, torch_path):
+    """bench_gpt2's 124M rows against their weight-read floor (the weight bytes at BM_read's bandwidth, same run),
+    PyTorch (scripts/bench_gpt2_torch.py --config 124m) and ggml's figures of issue 63."""
+    out, rows = [], []
+    if not path:
+        return out, rows
+    with open(path) as f:
+        data = json.load(f)
+    runs, bw, wbytes = collections.defaultdict(list), collections.defaultdict(list), None
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        name = b["name"].split("/")[0]
+        t = int(b["threads"])
+        if name == "BM_read":
+            bw[t].append(b["BYTES"])
+        elif name == "BM_gpt2_124m_decode":
+            runs[("decode", 128, t)].append(seconds(b, "real_time"))
+            wbytes = b.get("WEIGHT_BYTES", wbytes)
+        elif name == "BM_gpt2_124m_prefill":
+            runs[("prefill", int(b["prompt"]), t)].append(seconds(b, "real_time"))
+    if not runs:
+        return out, rows
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    bwm = {t: statistics.median(v) for t, v in bw.items()}
+    torch_rows, torch_version = {}, None
+    if torch_path and os.path.exists(torch_path):
+        with open(torch_path) as f:
+            for line in f:
+                if line.strip().startswith("{"):
+                    r = json.loads(line)
+                    if r.get("config") != "124m":
+                        continue
+                    torch_version = r.get("torch")
+                    t = int(r["threads"])
+                    torch_rows[("decode", 128, t)] = r["decode_ms"] / 1e3
+                    torch_rows[("prefill", 128, t)] = r["prefill_ms"] / 1e3
+                    if "prefill512_ms" in r:
+                        torch_rows[("prefill", 512, t)] = r["prefill512_ms"] / 1e3
+    out += ["", "## GPT-2 124M: decode against the weight-read floor (bench_gpt2, scripts/bench_gpt2_torch.py --config 124m)",
+            "", "`models::gpt2` in GPT-2's 124M configuration (12 layers, d_model 768, 12 heads, vocabulary 50257, context "
+            "1024), float32, random weights. Decode: one token at a time, the caches holding 128 to 191 tokens; every "
+            "weight is read once per token" + (f" ({wbytes / 2**20:.0f} MiB)" if wbytes else "") + ", so the floor is "
+            "those bytes at the read bandwidth measured in the same run on the same threads (BM_read). Prefill: a prompt "
+            "of 128 or 512 tokens. PyTorch " + (torch_version or "(not installed: not measured)") + " runs the same "
+            "model written with torch operations, in the same run. ggml: the figures of issue 63 (its examples/gpt-2, "
+            "f32 and f16 weights, on an Intel Xeon of these machines, another run): an external reference.", "",
+            "| phase | tokens | threads | attnx | floor | % of floor | PyTorch | ggml f32 | ggml f16 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (phase, n, t) in sorted(med, key=lambda k: (k[0] != "decode", k[1], k[2])):
+        a = med[(phase, n, t)]
+        floor = wbytes / bwm[t] if phase == "decode" and wbytes and t in bwm else None
+        pct = 100 * floor / a if floor else None
+        tp = torch_rows.get((phase, n, t))
+        g32 = GGML_124M.get((phase, t)) if n == 128 else None
+        g16 = GGML_124M_F16.get((phase, t)) if n == 128 else None
+        out.append(f"| {phase} | {n} | {t} | {a * 1e3:.1f} ms | {fmt(floor * 1e3 if floor else None, '{:.1f} ms')} | "
+                   f"{fmt(pct, '{:.0f}%')} | {fmt(tp * 1e3 if tp else None, '{:.1f} ms')} | "
+                   f"{fmt(g32, '{:.0f} ms')} | {fmt(g16, '{:.0f} ms')} |")
+        if phase == "decode" and pct is not None:
+            rows.append((f"GPT-2 124M decode, {t} thread{'s' if t > 1 else ''}: % of the weight-read floor (target 90%)",
+                         f"{pct:.0f}%", pct >= 90))
+    return out, rows
+
 
 def backward_comparison(path, torch_path):
     """bench_backward (the fused attention backward against this run's FMA peak, 1 and 2 threads, and the unfused
@@ -798,11 +871,12 @@ def main():
     dec_md, dec_rows = decode_comparison(a.decode, a.decode_note)
     gpt2_md, gpt2_rows = gpt2_comparison(a.gpt2, a.gpt2_torch)
     bwd_md, bwd_rows = backward_comparison(a.backward, a.backward_torch)
+    g124_md, g124_rows = gpt2_124m_comparison(a.gpt2, a.gpt2_torch)
     md += target_table(targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows + gpt2_rows +
-                       bwd_rows)
+                       g124_rows + bwd_rows)
     md += ["", "## Throughput", ""]
     md += tables(med, peak, Ls)
-    md += fused_md + gemm_md + mha_md + dyn_md + dec_md + gpt2_md + bwd_md
+    md += fused_md + gemm_md + mha_md + dyn_md + dec_md + gpt2_md + g124_md + bwd_md
     if rss:
         md += ["", "## Peak memory (one head, d = 64, one thread, separate processes)", "",
                "`extra` = peak RSS during the evaluation minus the peak RSS once inputs and output exist "

@@ -9,7 +9,7 @@ template void attention_rows<double>(const attention_problem<double>&, simd::isa
 template std::size_t gemm_into<double>(const double*, std::size_t, const double*, std::size_t, std::size_t, std::size_t,
                                        std::size_t, double*, std::size_t, const double*, simd::isa, unsigned);
 template void gemm_rows<double>(const double*, std::size_t, const double*, std::size_t, std::size_t, std::size_t, std::size_t,
-                            double*, std::size_t, const double*, unsigned);
+                            double*, std::size_t, const double*, simd::isa, unsigned);
 namespace detail {
 template const gemm_ops<double>& gemm_ops_for<double>(simd::isa);
 }

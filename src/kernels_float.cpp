@@ -12,7 +12,7 @@ template void attention_rows<float>(const attention_problem<float>&, simd::isa, 
 template std::size_t gemm_into<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t,
                                       std::size_t, float*, std::size_t, const float*, simd::isa, unsigned);
 template void gemm_rows<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t, std::size_t,
-                            float*, std::size_t, const float*, unsigned);
+                            float*, std::size_t, const float*, simd::isa, unsigned);
 namespace detail {
 template const gemm_ops<float>& gemm_ops_for<float>(simd::isa);
 }

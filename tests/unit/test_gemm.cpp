@@ -481,6 +481,63 @@ BOOST_AUTO_TEST_CASE(axpy_path_kept) {
   BOOST_TEST(close_to(C2.data(), ref_matmul(a, b, M, K, N), 1e-13));
 }
 
+// kernels::gemm_rows, the few-row path (decoding steps, the LM head): on every instruction set, for 1 to 9 rows (groups
+// of 4 and the rest), n off the vector widths, k not a multiple of the 4-row step, one matrix B and two, with and
+// without a bias: bit for bit the axpy loop's sums (0, then each term rounded, k = 0, 1, ...), on 1 and 2 threads. And
+// the product's row evaluator (A an expression, one row a matrix: the LM head's form) takes it, with the same bits.
+template <class T>
+void few_rows_case(std::size_t rows_per_b, std::size_t nb, std::size_t k, std::size_t n, bool with_bias, simd::isa isa) {
+  const dvec ad = random_values(rows_per_b * nb * k, unsigned(7 * k + n)), bd = random_values(nb * k * n, unsigned(k + 3 * n));
+  const dvec biasd = random_values(n, 5);
+  const std::vector<T> a(ad.begin(), ad.end()), b(bd.begin(), bd.end()), bias(biasd.begin(), biasd.end());
+  std::vector<T> want(rows_per_b * nb * n);
+  for (std::size_t r = 0; r < rows_per_b * nb; ++r)
+    for (std::size_t c = 0; c < n; ++c) {
+      T x = 0;
+      for (std::size_t p = 0; p < k; ++p) x = x + a[r * k + p] * b[(r / rows_per_b) * k * n + p * n + c];
+      if (with_bias) x = x + bias[c];
+      want[r * n + c] = x;
+    }
+  for (unsigned threads : {1u, 2u}) {
+    std::vector<T> got(want.size(), T(-7));
+    kernels::gemm_rows(a.data(), k, b.data(), nb, k, n, rows_per_b, got.data(), n, with_bias ? bias.data() : nullptr, isa,
+                       threads);
+    BOOST_TEST(got == want, simd::name(isa) << (sizeof(T) == 4 ? " float" : " double") << " rows " << rows_per_b << " x "
+                                            << nb << " k " << k << " n " << n << " threads " << threads);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(few_rows_bit_for_bit) {
+  for (simd::isa isa : simd::supported()) {
+    for (std::size_t rows : {1, 2, 3, 4, 5, 9})
+      for (std::size_t k : {1, 3, 6, 64})
+        for (std::size_t n : {1, 7, 17, 100, 1000}) few_rows_case<float>(rows, 1, k, n, n % 2 == 1, isa);
+    few_rows_case<double>(3, 2, 33, 257, true, isa);
+    few_rows_case<double>(1, 1, 768, 5000, false, isa);  // (two column spans)
+    few_rows_case<float>(2, 3, 40, 600, true, isa);
+  }
+  // The row evaluator: softmax(X) * W for one row of 300 x 4000, the bits of the axpy loop, through the few-row path.
+  const dvec x = random_values(300, 91), w = random_values(300 * 4000, 92);
+  tensor<float, dyn, 300> X(1);
+  tensor<float, 300, 4000> W;
+  for (std::size_t i = 0; i < 300; ++i) X(0, i) = float(x[i]);
+  for (std::size_t i = 0; i < W.numel(); ++i) W.data()[i] = float(w[i]);
+  const tensor<float, dyn, 300> P = softmax(X);
+  for (simd::isa isa : simd::supported()) {
+    context ctx;
+    ctx.set_isa(isa).set_threads(2);
+    const tensor<float, dyn, 4000> Y = evaluate(softmax(X) * W, ctx);
+    bool same = true;
+    for (std::size_t c = 0; c < 4000; ++c) {
+      float s = 0;
+      for (std::size_t p = 0; p < 300; ++p) s = s + P(0, p) * W(p, c);
+      same = same && Y(0, c) == s;
+    }
+    BOOST_TEST(same, simd::name(isa));
+    BOOST_TEST(ctx.gemm_blocks() == 0u);
+  }
+}
+
 namespace {
 // Constant-evaluated products (the axpy loop) of integers, which every path computes exactly.
 constexpr tensor<double, 9, 7> ct_product() {

@@ -90,7 +90,7 @@ void run(T* dst, const E& e, const context& ctx) {
   const dense_operand<B> b(m.rhs());
   const std::size_t nb = P::batched_rhs ? rows / M : 1;
   if (!ctx.blocked_gemm() || rows_per_b < kernels::gemm_min_rows || K == 0 || N == 0) {
-    kernels::gemm_rows(a.data(), K, b.data(), nb, K, N, rows_per_b, dst, N, P::bias(e), ctx.threads());
+    kernels::gemm_rows(a.data(), K, b.data(), nb, K, N, rows_per_b, dst, N, P::bias(e), ctx.isa(), ctx.threads());
     return;
   }
   ctx.count_gemm_blocks(kernels::gemm_into(a.data(), K, b.data(), nb, K, N, rows_per_b, dst, N, P::bias(e), ctx.isa(),

@@ -293,6 +293,10 @@ struct evaluator<matmul_expr<A, B>> {
         if (ctx.blocked_gemm() && rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0) {
           gemm.init(b.data(), batched_rhs ? rows / M : 1, K, N, rows_per_b, ctx.isa(), ctx.threads());
           counted = &ctx;
+        } else if (double(K.value) * double(N.value) >= few_rows_min_work) {
+          few.isa = ctx.isa();
+          few.threads = ctx.threads();
+          if constexpr (!dense_terminal<A>) few.a_row.allocate(K);
         }
       }
     }
@@ -317,6 +321,21 @@ struct evaluator<matmul_expr<A, B>> {
           counted->count_gemm_blocks(blocks);
         }
         row = gemm.row(r);
+        return;
+      }
+      if (!std::is_constant_evaluated() && few.threads != 0) {  // the same bits as axpy_row, in vectors, on threads
+        const T* ar = nullptr;
+        if constexpr (dense_terminal<A>) {
+          ar = a.base + r * K;
+        } else {
+          a.begin_row(r);
+          T* buf = few.a_row.data();
+          for (std::size_t k = 0; k < K; ++k) buf[k] = static_cast<T>(a.at(k));
+          ar = buf;
+        }
+        kernels::gemm_rows<T>(ar, K, b.data() + (batched_rhs ? (r / M) * K * N : 0), 1, K, N, 1, out.data(), N, nullptr,
+                           few.isa, few.threads);
+        row = out.data();
         return;
       }
     }
@@ -375,6 +394,14 @@ struct evaluator<matmul_expr<A, B>> {
   const context* counted = nullptr;  // run time: the context whose counters the blocks go to
   struct no_gemm {};
   [[no_unique_address]] std::conditional_t<blocked, kernels::gemm_row_blocks<T>, no_gemm> gemm;
+  // Run time, too few rows for the blocked GEMM and enough work for the call: each row by kernels::gemm_rows.
+  static constexpr double few_rows_min_work = 4096;
+  struct few_rows {
+    simd::isa isa = simd::isa::scalar;
+    unsigned threads = 0;  // 0: the axpy loop here
+    kernels::detail::gemm_buffer<T> a_row;  // A's row when A is not in memory
+  };
+  [[no_unique_address]] std::conditional_t<blocked, few_rows, no_gemm> few;
 };
 
 // ---- transpose evaluated on its own (not as a product's rhs): strided reads ------------------

@@ -40,6 +40,9 @@ struct gemm_ops {
                 std::size_t ldc, std::size_t kc_max);
   void (*pack)(const T* b, std::size_t k, std::size_t n, std::size_t ldb, std::size_t kk0, std::size_t kk1, T* out);
   void (*store)(const T* c, std::size_t ldc, std::size_t m, std::size_t n, T* dst, std::size_t ldd, const T* bias);
+  // gemm_rows' loop over columns [c0, c1) of m rows (tiles/gemm_tile.hpp: rows)
+  void (*rows)(const T* a, std::size_t lda, const T* b, std::size_t k, std::size_t n, std::size_t m, T* o, std::size_t ldo,
+               const T* bias, std::size_t c0, std::size_t c1);
 };
 
 // The kernel of instruction set i (std::invalid_argument where this CPU cannot run it). T: float or double.
@@ -84,6 +87,8 @@ class gemm_buffer {
 
 // Below this much work (flops) per thread, a second thread costs more in wake-up than it saves.
 inline constexpr double gemm_min_flops_per_thread = 4e6;
+// The same for gemm_rows, whose work is reading B: 128 KiB take about 13 us at 10 GB/s, several wake-ups.
+inline constexpr double gemm_rows_min_bytes_per_thread = 128 * 1024;
 
 }  // namespace detail
 
@@ -107,17 +112,18 @@ extern template std::size_t gemm_into<double>(const double*, std::size_t, const 
 #endif
 
 // dst = A B (+ bias) row by row, for products too small for the blocked GEMM (fewer than gemm_min_rows rows per
-// matrix B: a decoding step's projections) and for a context with the blocked GEMM off: each output row an axpy over
-// the rows of B, every element summed in the order k = 0, 1, ... (the row evaluator's order and bits), the columns
-// split across the threads when the product is large enough. Arguments as gemm_into's.
+// matrix B: a decoding step's projections, the LM head) and for a context with the blocked GEMM off: each output row
+// an axpy over the rows of B, every element summed in the order k = 0, 1, ... with a rounded multiply and add per term
+// (the row evaluator's order and bits), in vectors of instruction set isa; B is read once per group of 4 rows, and
+// the columns are split across the threads when the product is large enough. Arguments as gemm_into's.
 template <class T>
 void gemm_rows(const T* a, std::size_t lda, const T* b, std::size_t nb, std::size_t k, std::size_t n, std::size_t rows_per_b,
-               T* dst, std::size_t ldd, const T* bias, unsigned threads);
+               T* dst, std::size_t ldd, const T* bias, simd::isa isa, unsigned threads);
 #if !ATTNX_HEADER_ONLY
 extern template void gemm_rows<float>(const float*, std::size_t, const float*, std::size_t, std::size_t, std::size_t,
-                                      std::size_t, float*, std::size_t, const float*, unsigned);
+                                      std::size_t, float*, std::size_t, const float*, simd::isa, unsigned);
 extern template void gemm_rows<double>(const double*, std::size_t, const double*, std::size_t, std::size_t, std::size_t,
-                                       std::size_t, double*, std::size_t, const double*, unsigned);
+                                       std::size_t, double*, std::size_t, const double*, simd::isa, unsigned);
 #endif
 
 // The run-time state of one product's evaluator: B packed once, and the current block of output rows.

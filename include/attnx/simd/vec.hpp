@@ -4,7 +4,7 @@
 //   W                       lanes
 //   zero, set1, load, store (aligned), add, sub, mul, div, fmadd(a, b, c) = a * b + c (fused on the
 //                           vector paths; the one-lane path leaves it to the compiler, for speed)
-//   loadu                   unaligned load
+//   loadu, storeu           unaligned load and store
 //   load_bf16, load_f16     (float only) W 16-bit values (attnx::bf16 / f16 bits, unaligned) as floats
 //   load_bf16_pairs(p, e, o)  (AVX-512 float only) 2 W bf16 values at p (unaligned) as two vectors: those at even
 //                           indices (p[0], p[2], ...) and those at odd ones (one load, a shift and an AND)
@@ -35,7 +35,7 @@
 // The vector specialisations live in simd/vec_avx2.hpp and simd/vec_avx512.hpp, each compiled for its
 // instruction set (simd/target.hpp); code that uses them must itself be compiled for that set.
 // simd::portable_vec<T> is a 16-byte vector of the GCC/Clang vector extension (SSE2 on any x86-64) with
-// the few operations of the GEMM's portable path.
+// the few operations of the GEMM's portable path (load, store, loadu, storeu, fmadd, add, mul).
 #pragma once
 
 #include <bit>
@@ -71,6 +71,7 @@ struct vec<T, scalar_t> {
   static T reduce_add(reg x) { return x; }
   static T reduce_max(reg x) { return x; }
   static void store(T* p, reg x) { *p = x; }
+  static void storeu(T* p, reg x) { *p = x; }
   static void transpose(const T* src, std::size_t, T* dst, std::size_t) { *dst = *src; }
   static reg add(reg a, reg b) { return a + b; }
   static reg sub(reg a, reg b) { return a - b; }
@@ -130,8 +131,12 @@ struct portable_vec {
     std::memcpy(&r, p, sizeof r);
     return r;
   }
+  static reg loadu(const T* p) { return load(p); }
   static void store(T* p, reg x) { std::memcpy(p, &x, sizeof x); }
+  static void storeu(T* p, reg x) { store(p, x); }
   static reg fmadd(reg a, reg b, reg c) { return a * b + c; }
+  static reg add(reg a, reg b) { return a + b; }
+  static reg mul(reg a, reg b) { return a * b; }
 };
 #else
 template <class T>

@@ -52,6 +52,7 @@ struct vec<float, avx2_t> {
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
   }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
+  static void storeu(float* p, reg x) { _mm256_storeu_ps(p, x); }
   // 8 x 8: pairs of rows interleaved (32-bit), then pairs of those (64-bit): u[g][k]'s 128-bit lane L holds column
   // 4 L + k of rows 4 g .. 4 g + 3; one round of 128-bit lane permutes joins each column's two halves.
   static void transpose(const float* src, std::size_t ld, float* dst, std::size_t ldd) {
@@ -142,6 +143,7 @@ struct vec<double, avx2_t> {
     return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
   }
   static void store(double* p, reg x) { _mm256_store_pd(p, x); }
+  static void storeu(double* p, reg x) { _mm256_storeu_pd(p, x); }
   // 4 x 4: pairs of rows interleaved (column 2 L + k of the pair in 128-bit lane L), then the lanes joined.
   static void transpose(const double* src, std::size_t ld, double* dst, std::size_t ldd) {
     const __m256d r0 = _mm256_loadu_pd(src), r1 = _mm256_loadu_pd(src + ld), r2 = _mm256_loadu_pd(src + 2 * ld),

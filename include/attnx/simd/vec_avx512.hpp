@@ -96,6 +96,7 @@ struct vec<float, avx512_t> {
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
   }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
+  static void storeu(float* p, reg x) { _mm512_storeu_ps(p, x); }
   // (The mask forms, as above.) 16 x 16: pairs of rows interleaved (32-bit), then pairs of those (64-bit): vector u[g][k]'s 128-bit lane L holds
   // column 4 L + k of rows 4 g .. 4 g + 3; two rounds of 128-bit lane shuffles gather each column's four lanes.
   static void transpose(const float* src, std::size_t ld, float* dst, std::size_t ldd) {
@@ -194,6 +195,7 @@ struct vec<double, avx512_t> {
     return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
   }
   static void store(double* p, reg x) { _mm512_store_pd(p, x); }
+  static void storeu(double* p, reg x) { _mm512_storeu_pd(p, x); }
   // 8 x 8: pairs of rows interleaved, t[p][k]'s 128-bit lane L holding column 2 L + k of rows 2 p, 2 p + 1; two rounds
   // of 128-bit lane shuffles gather each column's four lanes.
   static void transpose(const double* src, std::size_t ld, double* dst, std::size_t ldd) {

@@ -43,7 +43,7 @@ namespace detail {
 
 template <class G, class T>
 constexpr gemm_ops<T> gemm_ops_from(simd::isa id) {
-  return {id, G::MR, G::NR, G::KC, G::MB, &G::block, &G::pack, &G::store};
+  return {id, G::MR, G::NR, G::KC, G::MB, &G::block, &G::pack, &G::store, &G::rows};
 }
 
 // The kernel of one instruction set; only valid to run where simd::cpu_supports(I).
@@ -143,31 +143,22 @@ std::size_t gemm_into(const T* a, std::size_t lda, const T* b, std::size_t nb, s
 
 template <class T>
 void gemm_rows(const T* a, std::size_t lda, const T* b, std::size_t nb, std::size_t k, std::size_t n, std::size_t rows_per_b,
-               T* dst, std::size_t ldd, const T* bias, unsigned threads) {
+               T* dst, std::size_t ldd, const T* bias, simd::isa isa, unsigned threads) {
   const std::size_t rows = rows_per_b * nb;
   if (rows == 0 || n == 0) return;
-  // Columns in spans of whole cache lines, as many spans as the work fills threads with (each span every row).
+  const detail::gemm_ops<T>& ops = detail::gemm_ops_for<T>(isa);
+  // Columns in spans of whole cache lines, as many spans as the work fills threads with (each span every row). With
+  // few rows the product streams B from memory: the work is its bytes.
   constexpr std::size_t line = 64 / sizeof(T), min_span = 4 * line;
-  const double flops = 2.0 * double(rows) * double(k) * double(n);
-  const std::size_t by_work = static_cast<std::size_t>(alg::max(1.0, flops / detail::gemm_min_flops_per_thread));
+  const double bytes = double(nb) * double(k) * double(n) * sizeof(T);
+  const std::size_t by_work = static_cast<std::size_t>(alg::max(1.0, bytes / detail::gemm_rows_min_bytes_per_thread));
   const std::size_t spans = alg::max<std::size_t>(1, alg::min<std::size_t>({threads, by_work, (n + min_span - 1) / min_span}));
   const std::size_t span = (n + spans - 1) / spans;
   const std::size_t step = (span + line - 1) / line * line;
   exec::parallel_for(spans, static_cast<unsigned>(spans), [&](std::size_t s, unsigned) {
     const std::size_t c0 = alg::min(n, s * step), c1 = alg::min(n, c0 + step);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* ar = a + r * lda;
-      const T* bm = b + (r / rows_per_b) * k * n;
-      T* o = dst + r * ldd;
-      for (std::size_t c = c0; c < c1; ++c) o[c] = T(0);
-      for (std::size_t kk = 0; kk < k; ++kk) {  // out += a[kk] B[kk, :], summed in the order kk = 0, 1, ...
-        const T ak = ar[kk];
-        const T* br = bm + kk * n;
-        for (std::size_t c = c0; c < c1; ++c) o[c] += ak * br[c];
-      }
-      if (bias)
-        for (std::size_t c = c0; c < c1; ++c) o[c] += bias[c];
-    }
+    for (std::size_t t = 0; t < nb; ++t)  // the rows of each matrix B, in groups that read it once
+      ops.rows(a + t * rows_per_b * lda, lda, b + t * k * n, k, n, rows_per_b, dst + t * rows_per_b * ldd, ldd, bias, c0, c1);
   });
 }
 

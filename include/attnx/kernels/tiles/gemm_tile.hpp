@@ -117,6 +117,69 @@ struct gemm {
     }
   }
 
+  // Few rows (a decoding step's projections): o[r][c0, c1) = sum over kk of a[r][kk] b[kk][c0, c1) (+ bias) for r < m,
+  // B (k x n, row stride n) read row by row, in order, once per group of up to 4 rows: each element is 0 plus the
+  // terms in the order kk = 0, 1, ..., a rounded multiply and a rounded add each (the row evaluator's axpy, bit for
+  // bit). Four rows of B at a time go through each vector of the output (four streams for the prefetcher, and a
+  // quarter of the output's loads and stores).
+  static void rows(const T* a, std::size_t lda, const T* b, std::size_t k, std::size_t n, std::size_t m, T* o,
+                   std::size_t ldo, const T* bias, std::size_t c0, std::size_t c1) {
+    for (std::size_t r0 = 0; r0 < m; r0 += 4) {
+      const std::size_t rr = alg::min<std::size_t>(4, m - r0);
+      const T* ar = a + r0 * lda;
+      T* orow = o + r0 * ldo;
+      if (rr == 4) rows_group<4>(ar, lda, b, k, n, orow, ldo, c0, c1);
+      else if (rr == 3) rows_group<3>(ar, lda, b, k, n, orow, ldo, c0, c1);
+      else if (rr == 2) rows_group<2>(ar, lda, b, k, n, orow, ldo, c0, c1);
+      else rows_group<1>(ar, lda, b, k, n, orow, ldo, c0, c1);
+      if (bias)
+        for (std::size_t r = 0; r < rr; ++r)
+          for (std::size_t c = c0; c < c1; ++c) orow[r * ldo + c] += bias[c];
+    }
+  }
+  template <std::size_t RR>
+  static void rows_group(const T* a, std::size_t lda, const T* b, std::size_t k, std::size_t n, T* o, std::size_t ldo,
+                         std::size_t c0, std::size_t c1) {
+    using VU = typename shape::vec;
+    for (std::size_t r = 0; r < RR; ++r)
+      for (std::size_t c = c0; c < c1; ++c) o[r * ldo + c] = T(0);
+    std::size_t kk = 0;
+    for (; kk + 4 <= k; kk += 4) rows_step<RR, 4, VU>(a + kk, lda, b + kk * n, n, o, ldo, c0, c1);
+    for (; kk < k; ++kk) rows_step<RR, 1, VU>(a + kk, lda, b + kk * n, n, o, ldo, c0, c1);
+  }
+  // o[r][c] += a[r][u] b[u][c] for u < KU in that order, c in [c0, c1).
+  template <std::size_t RR, std::size_t KU, class VU>
+  static void rows_step(const T* a, std::size_t lda, const T* b, std::size_t n, T* o, std::size_t ldo, std::size_t c0,
+                        std::size_t c1) {
+    typename VU::reg av[RR][KU];
+    T as[RR][KU];
+    ATTNX_UNROLL
+    for (std::size_t r = 0; r < RR; ++r) {
+      ATTNX_UNROLL
+      for (std::size_t u = 0; u < KU; ++u) as[r][u] = a[r * lda + u], av[r][u] = VU::set1(as[r][u]);
+    }
+    constexpr std::size_t WU = VU::W;
+    std::size_t c = c0;
+    for (; c + WU <= c1; c += WU) {
+      typename VU::reg bv[KU];
+      ATTNX_UNROLL
+      for (std::size_t u = 0; u < KU; ++u) bv[u] = VU::loadu(b + u * n + c);
+      ATTNX_UNROLL
+      for (std::size_t r = 0; r < RR; ++r) {
+        typename VU::reg x = VU::loadu(o + r * ldo + c);
+        ATTNX_UNROLL
+        for (std::size_t u = 0; u < KU; ++u) x = VU::add(x, VU::mul(av[r][u], bv[u]));
+        VU::storeu(o + r * ldo + c, x);
+      }
+    }
+    for (; c < c1; ++c)
+      for (std::size_t r = 0; r < RR; ++r) {
+        T x = o[r * ldo + c];
+        for (std::size_t u = 0; u < KU; ++u) x += as[r][u] * b[u * n + c];
+        o[r * ldo + c] = x;
+      }
+  }
+
   // The last panel with nv < NV vectors of columns below n: the micro-kernel of that width.
   template <std::size_t NVt>
   static void narrow(std::size_t nv, std::size_t kc, const T* a, std::size_t lda, const T* b, T* c, std::size_t ldc,
