@@ -466,11 +466,12 @@ def gpt2_124m_comparison(path, torch_path):
             "", "`models::gpt2` in GPT-2's 124M configuration (12 layers, d_model 768, 12 heads, vocabulary 50257, context "
             "1024), float32, random weights. Decode: one token at a time, the caches holding 128 to 191 tokens; every "
             "weight is read once per token" + (f" ({wbytes / 2**20:.0f} MiB)" if wbytes else "") + ", so the floor is "
-            "those bytes at the read bandwidth measured in the same run on the same threads (BM_read). Prefill: a prompt "
-            "of 128 or 512 tokens. PyTorch " + (torch_version or "(not installed: not measured)") + " runs the same "
+            "those bytes at the read bandwidth measured in the same run on the same threads (BM_read, a buffer 4x the "
+            "last-level cache); above 100% when the last-level cache keeps part of the weights from one token to the next. "
+            "Prefill: a prompt of 128 or 512 tokens (`prompt`; decode: the prompt before the decoded tokens). PyTorch " + (torch_version or "(not installed: not measured)") + " runs the same "
             "model written with torch operations, in the same run. ggml: the figures of issue 63 (its examples/gpt-2, "
             "f32 and f16 weights, on an Intel Xeon of these machines, another run): an external reference.", "",
-            "| phase | tokens | threads | attnx | floor | % of floor | PyTorch | ggml f32 | ggml f16 |",
+            "| phase | prompt | threads | attnx | floor | % of floor | PyTorch | ggml f32 | ggml f16 |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (phase, n, t) in sorted(med, key=lambda k: (k[0] != "decode", k[1], k[2])):
         a = med[(phase, n, t)]
