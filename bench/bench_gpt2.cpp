@@ -6,6 +6,7 @@
 //   BM_gpt2_decode/threads:T         small: one token at a time with the KV caches holding 128 to 191 tokens
 //   BM_gpt2_124m_prefill/prompt:P/threads:T   124M: a P-token prompt (128, 512)
 //   BM_gpt2_124m_decode/threads:T    124M: one token at a time, the caches holding 128 to 191 tokens
+//   BM_gpt2_124m_slots/slots:S/threads:T  124M: S sequences stepped together, one token each (continuous batching)
 //   BM_read/threads:T                the read bandwidth (bytes per second) on T threads; the 124M decode's floor is its
 //                                    weight bytes (counter WEIGHT_BYTES: every weight is read once per token) at it
 #include <attnx/attnx.hpp>
@@ -121,6 +122,35 @@ void BM_gpt2_124m_prefill(benchmark::State& state) {
 }
 void BM_gpt2_124m_decode(benchmark::State& state) { decode<model_124m>(state, unsigned(state.range(0))); }
 
+// Continuous batching: `slots` sequences stepped together, one token each per step, each slot's cache holding 128 to
+// 191 tokens; the time per step (the weights are read once per step, whatever the slots).
+void BM_gpt2_124m_slots(benchmark::State& state) {
+  const auto slots = std::size_t(state.range(0));
+  attnx::context ctx;
+  ctx.set_threads(unsigned(state.range(1)));
+  const model_124m& m = the_model<model_124m>();
+  const auto ids = prompt<model_124m>(prompt_length);
+  model_124m::batch_state s(slots);
+  std::vector<std::int32_t> all;
+  for (std::size_t b = 0; b < slots; ++b) all.insert(all.end(), ids.begin(), ids.end());
+  (void)m.step(all, std::vector<std::size_t>(slots, prompt_length), s, ctx);
+  std::vector<std::int32_t> next(slots, 7);
+  const std::vector<std::size_t> one(slots, 1);
+  for (auto _ : state) {
+    if (s.lengths[0] == prompt_length + decode_span) {
+      state.PauseTiming();
+      for (std::size_t b = 0; b < slots; ++b) s.truncate(b, prompt_length);
+      state.ResumeTiming();
+    }
+    auto logits = m.step(next, one, s, ctx);
+    for (std::size_t b = 0; b < slots; ++b) next[b] = std::int32_t((std::size_t(next[b]) * 31 + b) % model_124m::vocab);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["slots"] = double(slots);
+  state.counters["threads"] = double(state.range(1));
+  state.counters["tokens/s"] = benchmark::Counter(double(slots), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_read(benchmark::State& state) {
   const auto threads = unsigned(state.range(0));
   const auto& buf = bench::read_buffer();
@@ -139,4 +169,9 @@ BENCHMARK(BM_gpt2_124m_prefill)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_gpt2_124m_decode)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_gpt2_124m_slots)
+    ->ArgsProduct({{1, 4, 8}, {1, 2}})
+    ->ArgNames({"slots", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_MAIN();

@@ -432,6 +432,7 @@ def gpt2_124m_comparison(path, torch_path):
     with open(path) as f:
         data = json.load(f)
     runs, bw, wbytes = collections.defaultdict(list), collections.defaultdict(list), None
+    slots = collections.defaultdict(list)  # (slots, threads) -> [seconds per step]
     for b in data["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
@@ -444,6 +445,8 @@ def gpt2_124m_comparison(path, torch_path):
             wbytes = b.get("WEIGHT_BYTES", wbytes)
         elif name == "BM_gpt2_124m_prefill":
             runs[("prefill", int(b["prompt"]), t)].append(seconds(b, "real_time"))
+        elif name == "BM_gpt2_124m_slots":
+            slots[(int(b["slots"]), t)].append(seconds(b, "real_time"))
     if not runs:
         return out, rows
     med = {k: statistics.median(v) for k, v in runs.items()}
@@ -486,6 +489,18 @@ def gpt2_124m_comparison(path, torch_path):
         if phase == "decode" and pct is not None:
             rows.append((f"GPT-2 124M decode, {t} thread{'s' if t > 1 else ''}: % of the weight-read floor (target 90%)",
                          f"{pct:.0f}%", pct >= 90))
+    if slots:
+        sm = {k: statistics.median(v) for k, v in slots.items()}
+        out += ["", "Continuous batching (`BM_gpt2_124m_slots`): S sequences stepped together, one token each, the time "
+                "per step against one slot's on the same threads (the weights are read once per step).", "",
+                "| slots | threads | ms per step | / one slot | tokens/s |", "|---:|---:|---:|---:|---:|"]
+        for (n, t) in sorted(sm, key=lambda k: (k[1], k[0])):
+            one = sm.get((1, t))
+            ratio = sm[(n, t)] / one if one else None
+            out.append(f"| {n} | {t} | {sm[(n, t)] * 1e3:.1f} | {fmt(ratio, '{:.2f}x')} | {n / sm[(n, t)]:.1f} |")
+            if n > 1 and ratio is not None:
+                rows.append((f"GPT-2 124M, {n} slots, {t} thread{'s' if t > 1 else ''}: step time / one slot's "
+                             "(target 1.3x)", f"{ratio:.2f}x", ratio <= 1.3))
     return out, rows
 
 

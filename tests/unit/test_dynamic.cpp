@@ -467,11 +467,11 @@ void matmul_case(std::size_t M, std::size_t K, std::size_t N, double tol) {
   const std::string what = std::to_string(M) + "x" + std::to_string(K) + "x" + std::to_string(N);
   const auto A = holding<tensor<T, dyn, dyn>>(a, M, K);
   const auto Bm = holding<tensor<T, dyn, dyn>>(b, K, N);
-  const bool blocked = M >= kernels::gemm_min_rows && K > 0 && N > 0;
+  const bool blocked = M >= kernels::gemm_direct_min_rows && K > 0 && N > 0;
 
   const auto blocks0 = default_context().gemm_blocks();
   tensor<T, dyn, dyn> C = A * Bm;  // assigned: the whole product at once
-  BOOST_TEST((default_context().gemm_blocks() != blocks0) == blocked, what << ": GEMM taken iff M >= gemm_min_rows");
+  BOOST_TEST((default_context().gemm_blocks() != blocks0) == blocked, what << ": GEMM taken iff M >= gemm_direct_min_rows");
   BOOST_TEST((C.dims() == dims_t<2>{M, N}));
   BOOST_TEST(max_err(C, want) <= tol, what << ": GEMM error " << max_err(C, want));
   // Inside an expression: the matmul evaluator (blocks of rows), and with the blocked GEMM off (axpy rows).

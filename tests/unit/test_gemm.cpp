@@ -193,10 +193,12 @@ void product_case(unsigned seed, bool expect_blocked) {
 
 template <class T>
 void product_shapes() {
-  product_case<T, 1, 1, 1>(1, false);  // fewer than gemm_min_rows rows: the axpy loop
+  product_case<T, 1, 1, 1>(1, false);  // fewer than gemm_direct_min_rows rows: the few-row path
   product_case<T, 3, 40, 70>(2, false);
-  product_case<T, 4, 40, 70>(3, true);
-  product_case<T, 7, 13, 5>(4, true);
+  product_case<T, 4, 40, 70>(3, false);
+  product_case<T, 7, 13, 5>(4, false);
+  product_case<T, 15, 40, 70>(9, false);
+  product_case<T, 16, 40, 70>(10, true);
   product_case<T, 67, 129, 33>(5, true);
   product_case<T, 300, 64, 17>(6, true);
   product_case<T, 97, 31, 65>(7, true);    // MB + 1 rows, N = 2 panels + 1
@@ -254,9 +256,15 @@ BOOST_AUTO_TEST_CASE(kernels_every_isa_float) { kernel_all_isas<float>(); }
 BOOST_AUTO_TEST_CASE(kernels_every_isa_double) { kernel_all_isas<double>(); }
 
 BOOST_AUTO_TEST_CASE(isa_override_reaches_the_evaluator) {
-  const tensor<float, 8, 8> A{};
+  const tensor<float, 32, 32> A{};  // 32 rows: the blocked GEMM (fewer than gemm_direct_min_rows go to gemm_rows)
   for_each_isa([&](simd::isa i) { BOOST_TEST(int(isa_of(A * A)) == int(i)); });
   BOOST_TEST(int(isa_of(A * A)) == int(simd::best_supported()));
+  const tensor<float, 4, 128> F{};  // 4 rows: the few-rows path, same instruction set
+  const tensor<float, 128, 64> G{};
+  for_each_isa([&](simd::isa i) {
+    evaluator<decltype(F * G)> ev(F * G);
+    BOOST_TEST(int(ev.few.isa) == int(i));
+  });
   BOOST_TEST_MESSAGE("instruction sets tested: " << available_isas().size() << ", best "
                                                  << simd::name(simd::best_supported()));
 }
@@ -509,12 +517,13 @@ void few_rows_case(std::size_t rows_per_b, std::size_t nb, std::size_t k, std::s
 
 BOOST_AUTO_TEST_CASE(few_rows_bit_for_bit) {
   for (simd::isa isa : simd::supported()) {
-    for (std::size_t rows : {1, 2, 3, 4, 5, 9})
+    for (std::size_t rows : {1, 2, 3, 4, 5, 9, 15})
       for (std::size_t k : {1, 3, 6, 64})
         for (std::size_t n : {1, 7, 17, 100, 1000}) few_rows_case<float>(rows, 1, k, n, n % 2 == 1, isa);
     few_rows_case<double>(3, 2, 33, 257, true, isa);
     few_rows_case<double>(1, 1, 768, 5000, false, isa);  // (two column spans)
     few_rows_case<float>(2, 3, 40, 600, true, isa);
+    few_rows_case<float>(11, 1, 200, 3000, true, isa);  // (column chunks that stay in L2, three groups of rows)
   }
   // The row evaluator: softmax(X) * W for one row of 300 x 4000, the bits of the axpy loop, through the few-row path.
   const dvec x = random_values(300, 91), w = random_values(300 * 4000, 92);

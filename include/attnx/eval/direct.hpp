@@ -5,9 +5,10 @@
 // are computed by kernels::gemm_into when A lies in memory (a tensor, a view, evaluated_once(e), ...:
 // lhs_in_memory): B packed once, then every row block of the whole product split across the context's
 // threads, each thread writing its rows (and the bias) straight into dst; a product of fewer than
-// kernels::gemm_min_rows rows per matrix B (a decoding step), or one with the blocked GEMM off, by kernels::gemm_rows. With any other A (a softmax, a
-// chain, ...) and inside an expression (under softmax, for instance), a product keeps the row protocol and
-// computes blocks of rows of A as they are asked for: A is never stored whole (eval/evaluator.hpp).
+// kernels::gemm_direct_min_rows rows per matrix B (decoding steps), or one with the blocked GEMM off, by
+// kernels::gemm_rows. With any other A (a softmax, a chain, ...) and inside an expression (under softmax, for
+// instance), a product keeps the row protocol and computes blocks of rows of A as they are asked for: A is never
+// stored whole (eval/evaluator.hpp).
 #pragma once
 
 #include <cstddef>
@@ -72,8 +73,8 @@ struct product<drop_unit_batch_expr<A>> : product<A> {
   static auto bias(const drop_unit_batch_expr<A>& e) { return product<A>::bias(e.operand()); }
 };
 
-// dst (the expression's shape, row-major) = e with ctx: the blocked GEMM, or, for fewer than gemm_min_rows rows per
-// matrix B or with the blocked GEMM off, the library's row-by-row loop (kernels::gemm_rows: the row evaluator's
+// dst (the expression's shape, row-major) = e with ctx: the blocked GEMM, or, for fewer than gemm_direct_min_rows rows
+// per matrix B or with the blocked GEMM off, the library's row-by-row loop (kernels::gemm_rows: the row evaluator's
 // order, so the row evaluator itself is left for constant evaluation).
 template <class T, class E>
 void run(T* dst, const E& e, const context& ctx) {
@@ -89,7 +90,7 @@ void run(T* dst, const E& e, const context& ctx) {
   const dense_operand<A> a(m.lhs());
   const dense_operand<B> b(m.rhs());
   const std::size_t nb = P::batched_rhs ? rows / M : 1;
-  if (!ctx.blocked_gemm() || rows_per_b < kernels::gemm_min_rows || K == 0 || N == 0) {
+  if (!ctx.blocked_gemm() || rows_per_b < kernels::gemm_direct_min_rows || K == 0 || N == 0) {
     kernels::gemm_rows(a.data(), K, b.data(), nb, K, N, rows_per_b, dst, N, P::bias(e), ctx.isa(), ctx.threads());
     return;
   }

@@ -254,10 +254,11 @@ struct evaluator<evaluated_once_expr<A>> {
 };
 
 // ---- row-wise: matrix product -----------------------------------------------------------------
-// In a constant evaluation (and at run time for element types other than float and double, fewer than
-// kernels::gemm_min_rows rows per matrix B, or a context with blocked_gemm off) every output row is an axpy over
-// the rows of B (out += a[k] * B[k, :]): the inner loop runs along contiguous memory and vectorises,
-// and each element is summed in the order k = 0, 1, ...
+// In a constant evaluation (and at run time for element types other than float and double, and small products)
+// every output row is an axpy over the rows of B (out += a[k] * B[k, :]): the inner loop runs along contiguous
+// memory, and each element is summed in the order k = 0, 1, ...
+// At run time, fewer than kernels::gemm_direct_min_rows rows per matrix B (decoding) or a context with blocked_gemm
+// off: the same sums, bit for bit, by kernels::gemm_rows, for groups of up to 16 rows at once (B read once a group).
 // At run time otherwise (kernels/gemm.hpp, docs/gemm.md), with the current context's instruction set and
 // threads: begin_row(r) for a row outside the current block computes a block of up to threads x MB
 // consecutive output rows at once (A's rows read in place when A is
@@ -290,13 +291,16 @@ struct evaluator<matmul_expr<A, B>> {
       if (!std::is_constant_evaluated()) {
         const context& ctx = current_context();
         const std::size_t rows_per_b = batched_rhs ? M : rows;  // output rows that share one matrix B
-        if (ctx.blocked_gemm() && rows_per_b >= kernels::gemm_min_rows && K > 0 && N > 0) {
+        if (ctx.blocked_gemm() && rows_per_b >= kernels::gemm_direct_min_rows && K > 0 && N > 0) {
           gemm.init(b.data(), batched_rhs ? rows / M : 1, K, N, rows_per_b, ctx.isa(), ctx.threads());
           counted = &ctx;
         } else if (double(K.value) * double(N.value) >= few_rows_min_work) {
           few.isa = ctx.isa();
           few.threads = ctx.threads();
-          if constexpr (!dense_terminal<A>) few.a_row.allocate(K);
+          few.rows_per_b = rows_per_b;
+          const std::size_t g = alg::min(few_rows::group, rows_per_b);
+          few.out.allocate(g * N);
+          if constexpr (!dense_terminal<A>) few.a_rows.allocate(g * K);
         }
       }
     }
@@ -324,18 +328,27 @@ struct evaluator<matmul_expr<A, B>> {
         return;
       }
       if (!std::is_constant_evaluated() && few.threads != 0) {  // the same bits as axpy_row, in vectors, on threads
-        const T* ar = nullptr;
-        if constexpr (dense_terminal<A>) {
-          ar = a.base + r * K;
-        } else {
-          a.begin_row(r);
-          T* buf = few.a_row.data();
-          for (std::size_t k = 0; k < K; ++k) buf[k] = static_cast<T>(a.at(k));
-          ar = buf;
+        if (r - few.first >= few.count) {  // the group of rows holding r, with one read of B
+          const std::size_t rpb = few.rows_per_b, t = r / rpb, i0 = (r % rpb) / few_rows::group * few_rows::group;
+          const std::size_t n_rows = alg::min(few_rows::group, rpb - i0);
+          few.first = t * rpb + i0;
+          few.count = 0;  // (until the group is complete)
+          const T* ar = nullptr;
+          if constexpr (dense_terminal<A>) {
+            ar = a.base + few.first * K;
+          } else {
+            T* buf = few.a_rows.data();
+            for (std::size_t i = 0; i < n_rows; ++i) {
+              a.begin_row(few.first + i);
+              for (std::size_t k = 0; k < K; ++k) buf[i * K + k] = static_cast<T>(a.at(k));
+            }
+            ar = buf;
+          }
+          kernels::gemm_rows<T>(ar, K, b.data() + (batched_rhs ? t * K * N : 0), 1, K, N, n_rows, few.out.data(), N,
+                                nullptr, few.isa, few.threads);
+          few.count = n_rows;
         }
-        kernels::gemm_rows<T>(ar, K, b.data() + (batched_rhs ? (r / M) * K * N : 0), 1, K, N, 1, out.data(), N, nullptr,
-                           few.isa, few.threads);
-        row = out.data();
+        row = few.out.data() + (r - few.first) * N;
         return;
       }
     }
@@ -394,12 +407,16 @@ struct evaluator<matmul_expr<A, B>> {
   const context* counted = nullptr;  // run time: the context whose counters the blocks go to
   struct no_gemm {};
   [[no_unique_address]] std::conditional_t<blocked, kernels::gemm_row_blocks<T>, no_gemm> gemm;
-  // Run time, too few rows for the blocked GEMM and enough work for the call: each row by kernels::gemm_rows.
+  // Run time, too few rows for the blocked GEMM (or it is off) and enough work for the call: groups of rows by
+  // kernels::gemm_rows.
   static constexpr double few_rows_min_work = 4096;
   struct few_rows {
+    static constexpr std::size_t group = kernels::gemm_direct_min_rows;  // rows computed together (B read once)
     simd::isa isa = simd::isa::scalar;
     unsigned threads = 0;  // 0: the axpy loop here
-    kernels::detail::gemm_buffer<T> a_row;  // A's row when A is not in memory
+    std::size_t rows_per_b = 1, first = 0, count = 0;  // the current group: rows first .. first + count - 1
+    kernels::detail::gemm_buffer<T> out;     // the group's output rows
+    kernels::detail::gemm_buffer<T> a_rows;  // A's rows of the group when A is not in memory
   };
   [[no_unique_address]] std::conditional_t<blocked, few_rows, no_gemm> few;
 };

@@ -26,8 +26,13 @@
 
 namespace attnx::kernels {
 
-// Below this many rows per matrix B, packing B costs more than it saves: the axpy loop runs.
+// A product with fewer static rows than this per matrix B never takes the blocked GEMM (its evaluator holds no state
+// for it).
 inline constexpr std::size_t gemm_min_rows = 4;
+// At run time, a product of fewer rows than this per matrix B runs gemm_rows (assignment and row evaluator alike): B is
+// read from memory once, where packing it for the blocked GEMM would read it, write a copy and read that; and each row
+// gets the bits it would get alone (a slot of continuous batching does not depend on the others).
+inline constexpr std::size_t gemm_direct_min_rows = 16;
 
 namespace detail {
 
@@ -111,11 +116,12 @@ extern template std::size_t gemm_into<double>(const double*, std::size_t, const 
                                               unsigned);
 #endif
 
-// dst = A B (+ bias) row by row, for products too small for the blocked GEMM (fewer than gemm_min_rows rows per
-// matrix B: a decoding step's projections, the LM head) and for a context with the blocked GEMM off: each output row
+// dst = A B (+ bias) row by row, for products too small for the blocked GEMM (fewer than gemm_direct_min_rows rows
+// per matrix B: decoding steps' projections, the LM head) and for a context with the blocked GEMM off: each output row
 // an axpy over the rows of B, every element summed in the order k = 0, 1, ... with a rounded multiply and add per term
-// (the row evaluator's order and bits), in vectors of instruction set isa; B is read once per group of 4 rows, and
-// the columns are split across the threads when the product is large enough. Arguments as gemm_into's.
+// (the row evaluator's order and bits), in vectors of instruction set isa; B is read from memory once (chunks of
+// columns stay in cache for every group of 4 rows), and the columns are split across the threads when the product is
+// large enough. Arguments as gemm_into's.
 template <class T>
 void gemm_rows(const T* a, std::size_t lda, const T* b, std::size_t nb, std::size_t k, std::size_t n, std::size_t rows_per_b,
                T* dst, std::size_t ldd, const T* bias, simd::isa isa, unsigned threads);

@@ -155,10 +155,17 @@ void gemm_rows(const T* a, std::size_t lda, const T* b, std::size_t nb, std::siz
   const std::size_t spans = alg::max<std::size_t>(1, alg::min<std::size_t>({threads, by_work, (n + min_span - 1) / min_span}));
   const std::size_t span = (n + spans - 1) / spans;
   const std::size_t step = (span + line - 1) / line * line;
+  // More than one group of 4 rows: the span in chunks of columns whose rows of B (k x chunk) stay in cache while
+  // every group reads them, so that B comes from memory once; at least 256 columns, so that each row of B is read
+  // in runs of whole kilobytes the prefetcher follows.
+  const std::size_t by_cache = std::size_t(512) * 1024 / sizeof(T) / alg::max<std::size_t>(k, 1) / line * line;
+  const std::size_t chunk = rows_per_b <= 4 ? n : alg::max(std::size_t(256), by_cache);
   exec::parallel_for(spans, static_cast<unsigned>(spans), [&](std::size_t s, unsigned) {
     const std::size_t c0 = alg::min(n, s * step), c1 = alg::min(n, c0 + step);
-    for (std::size_t t = 0; t < nb; ++t)  // the rows of each matrix B, in groups that read it once
-      ops.rows(a + t * rows_per_b * lda, lda, b + t * k * n, k, n, rows_per_b, dst + t * rows_per_b * ldd, ldd, bias, c0, c1);
+    for (std::size_t t = 0; t < nb; ++t)  // the rows of each matrix B, in groups of 4
+      for (std::size_t cc = c0; cc < c1; cc += chunk)
+        ops.rows(a + t * rows_per_b * lda, lda, b + t * k * n, k, n, rows_per_b, dst + t * rows_per_b * ldd, ldd,
+                 bias, cc, alg::min(c1, cc + chunk));
   });
 }
 
