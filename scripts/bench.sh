@@ -61,7 +61,7 @@ mkdir -p "$OUT"
 common=(-DCMAKE_CXX_COMPILER="$CXX_BIN" -DATTNX_BUILD_BENCH=ON -DATTNX_BUILD_TESTS=OFF -DATTNX_BUILD_EXAMPLES=OFF)
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DATTNX_BENCH_NATIVE=ON "${common[@]}" >/dev/null
 cmake --build "$BUILD" -j 2 --target attnx_bench attnx_rss_probe attnx_scaling_probe bench_gemm bench_mha bench_dynamic bench_decode \
-  bench_gpt2 bench_backward
+  bench_gpt2 bench_backward bench_variants
 cmake -S . -B build/bench-default -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2" -DATTNX_BENCH_NATIVE=OFF \
   "${common[@]}" >/dev/null
 cmake --build build/bench-default -j 2 --target attnx_bench bench_gemm bench_mha
@@ -158,6 +158,7 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   echo "+ /usr/bin/python3 scripts/bench_backward_torch.py --reps $((REPS * 2 - 1))"
   env -u OPENBLAS_CORETYPE /usr/bin/python3 scripts/bench_backward_torch.py --reps $((REPS * 2 - 1)) | tee "$OUT/backward_torch.jsonl"
 fi
+run_repeated bench_variants variants
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The report needs only the standard library; the plot needs matplotlib, which may be installed
@@ -173,7 +174,7 @@ cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
   --compare-fused "$OUT/compare_fused.json" --compare-gemm "$OUT/compare_gemm.json" \
   --compare-mha "$OUT/compare_mha.json" --baseline "$BASELINE" --dynamic "$OUT/dynamic.json" --decode "$OUT/decode.json" \
   --gpt2 "$OUT/gpt2.json" --gpt2-torch "$OUT/gpt2_torch.jsonl" \
-  --backward "$OUT/backward.json" --backward-torch "$OUT/backward_torch.jsonl" \
+  --backward "$OUT/backward.json" --backward-torch "$OUT/backward_torch.jsonl" --variants "$OUT/variants.json" \
   --cpu "$cpu_model" \
   --compiler "$("$CXX_BIN" --version | head -n 1)" \
   --flags "main run: -O3 -march=native (CMake Release); default-flags build: -O2 only; softmax of the unfused baselines: + -ffast-math" \

@@ -360,6 +360,64 @@ def dynamic_comparison(path):
     return out, rows
 
 
+VARIANT_TEXT = {
+    "causal": "causal (the reference)",
+    "window": "`sliding_window(256)`",
+    "window_bool": "the same window as an L x L bool tensor, `causal, allowed(M)`",
+    "documents": "`causal, documents(offs)`: 5 equal documents",
+    "documents_bidir": "`documents(offs)`: 5 equal documents, bidirectional",
+    "prefix_lm": "`prefix_lm(L / 4)`",
+    "chunked": "`causal, chunked(1024)`",
+}
+VARIANT_GOALS = {"window": 0.2, "documents": 0.5}  # issue 64's targets at L = 4096, relative to causal
+
+
+def variants_comparison(path):
+    """bench_variants: each variant's time over plain causal attention's at the same L (medians)."""
+    out, rows = [], []
+    if not path:
+        return out, rows
+    with open(path) as f:
+        data = json.load(f)
+    runs = collections.defaultdict(list)
+    for b in data["benchmarks"]:
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        kind = b["name"].split("/")[0].replace("BM_", "")
+        if kind not in ("variant", "decode_variant"):
+            continue
+        runs[(kind, b.get("label", ""), int(b["L"]))].append(seconds(b, "real_time" if kind == "variant" else "cpu_time"))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    reps = max((len(v) for v in runs.values()), default=0)
+    Ls = sorted({k[2] for k in med if k[0] == "variant"})
+    out += ["", "## Attention variants (bench_variants)", "",
+            "What a user writes (`attention(Q, K, V, masks...)`, one head, d = 64, float, one thread), time relative to "
+            f"plain causal attention of the same L in the same run; medians of {reps} interleaved repetitions. The named "
+            "masks skip the key tiles outside each query block's interval; the bool tensor computes every tile.", "",
+            "| variant | " + " | ".join(f"L = {L} ms | / causal" for L in Ls) + " |",
+            "|---|" + "---:|---:|" * len(Ls)]
+    for name, text in VARIANT_TEXT.items():
+        cells = []
+        for L in Ls:
+            t, c = med.get(("variant", name, L)), med.get(("variant", "causal", L))
+            cells += [fmt(t * 1e3 if t else None, "{:.2f}"), fmt(t / c if t and c else None, "{:.3f}")]
+        out.append(f"| {text} | " + " | ".join(cells) + " |")
+    for name, goal in VARIANT_GOALS.items():
+        t, c = med.get(("variant", name, 4096)), med.get(("variant", "causal", 4096))
+        if t and c:
+            rows.append((f"{VARIANT_TEXT[name]} <= {goal}x causal, L = 4096 (one thread)", f"{t / c:.3f}x", t / c <= goal))
+    dec = sorted({k[2] for k in med if k[0] == "decode_variant"})
+    if dec:
+        out += ["", "One new token over a cache of L keys (d = 64, one thread): the whole cache, and `sliding_window(256)` "
+                "(the chunks of 512 keys below the window are not read).", "",
+                "| L | full, µs | window 256, µs | window / full |", "|---:|---:|---:|---:|"]
+        for L in dec:
+            f_, w = med.get(("decode_variant", "full", L)), med.get(("decode_variant", "window", L))
+            out.append(f"| {L} | {fmt(f_ * 1e6 if f_ else None)} | {fmt(w * 1e6 if w else None)} | "
+                       f"{fmt(w / f_ if w and f_ else None, '{:.3f}')} |")
+    return out, rows
+
+
 GGML = [  # issue 11: ggml_flash_attn_ext, L_q = 1, H = 8, d = 128, one thread, Zen 4 session (not this run)
     ("4096", "5.0 ms", "1.28 ms", "1.13 ms"),
     ("65536", "83 ms", "22.4 ms", "17.8 ms"),
@@ -853,6 +911,7 @@ def main():
     ap.add_argument("--gpt2", default="", help="bench_gpt2's JSON")
     ap.add_argument("--gpt2-torch", default="", help="scripts/bench_gpt2_torch.py's output (JSON lines)")
     ap.add_argument("--backward", default="", help="bench_backward's JSON")
+    ap.add_argument("--variants", default="", help="bench_variants' JSON")
     ap.add_argument("--backward-torch", default="", help="scripts/bench_backward_torch.py's output (JSON lines)")
     ap.add_argument("--markdown", required=True)
     ap.add_argument("--plot", default="")
@@ -888,11 +947,12 @@ def main():
     gpt2_md, gpt2_rows = gpt2_comparison(a.gpt2, a.gpt2_torch)
     bwd_md, bwd_rows = backward_comparison(a.backward, a.backward_torch)
     g124_md, g124_rows = gpt2_124m_comparison(a.gpt2, a.gpt2_torch)
+    var_md, var_rows = variants_comparison(a.variants)
     md += target_table(targets(med, peak, rss, scaling) + fused_rows + gemm_rows + mha_rows + dyn_rows + dec_rows + gpt2_rows +
-                       g124_rows + bwd_rows)
+                       g124_rows + bwd_rows + var_rows)
     md += ["", "## Throughput", ""]
     md += tables(med, peak, Ls)
-    md += fused_md + gemm_md + mha_md + dyn_md + dec_md + gpt2_md + g124_md + bwd_md
+    md += fused_md + gemm_md + mha_md + dyn_md + dec_md + gpt2_md + g124_md + bwd_md + var_md
     if rss:
         md += ["", "## Peak memory (one head, d = 64, one thread, separate processes)", "",
                "`extra` = peak RSS during the evaluation minus the peak RSS once inputs and output exist "

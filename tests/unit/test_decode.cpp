@@ -198,6 +198,24 @@ struct result {
   std::vector<double> o, lse;  // [b][h][i][c], [b][h][i]
 };
 
+// A named mask's interval, written out: query i at position t = i + lk - lq.
+bool in_range(const attnx::key_range& r, std::size_t lq, std::size_t lk, std::size_t i, std::size_t j) {
+  if (i + lk < lq) return false;
+  const std::size_t t = i + lk - lq;
+  switch (r.kind) {
+    case attnx::range_kind::window: return !r.empty && j + r.left >= t && j <= t + r.right;
+    case attnx::range_kind::prefix: return j < r.size || j <= t;
+    case attnx::range_kind::chunks: return j / r.size == t / r.size;
+    case attnx::range_kind::documents: {
+      std::size_t dt = 0, dj = 0;
+      while (!(r.offsets[dt] <= t && t < r.offsets[dt + 1])) ++dt;
+      while (!(r.offsets[dj] <= j && j < r.offsets[dj + 1])) ++dj;
+      return dt == dj;
+    }
+  }
+  return false;
+}
+
 // The reference: s_ij = the score program applied to q_i . k_j, in double, in the program's order;
 // o_i = sum_j softmax_j(s_i.) v_j with softmax's rules (NaN anywhere: the row is NaN; +inf scores share
 // the weight equally; no score above -inf: 0); lse_i = ln sum_j exp(s_ij).
@@ -225,6 +243,7 @@ TEST_UNINSTRUMENTED void reference_loops(const ak::attention_problem<T>& p, cons
               case ak::step_kind::key_padding: x = j >= st.length ? val : x; break;
               case ak::step_kind::boolean_mask: x = elem(st.mask, b, h, i, j) ? x : val; break;
               case ak::step_kind::additive_mask: x += double(elem(st.bias, b, h, i, j)); break;
+              case ak::step_kind::key_interval: x = in_range(st.range, lq, lk, i, j) ? x : val; break;
             }
           }
           s[j] = x;

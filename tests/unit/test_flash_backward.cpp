@@ -22,9 +22,10 @@ using attnx::simd::isa;
 
 namespace {
 
+std::size_t alg_min(std::size_t a, std::size_t b) { return a < b ? a : b; }
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-enum class mask { none, causal, causal_br, lengths, padding, boolean };
+enum class mask { none, causal, causal_br, lengths, padding, boolean, window, window2, documents, prefix, chunks };
 
 struct spec {
   std::size_t batch = 1, heads = 1, kv_heads = 1, lq = 1, lk = 1, dk = 1, dv = 1;
@@ -43,6 +44,7 @@ struct data {
   std::vector<std::size_t> lengths;  // per b
   std::unique_ptr<bool[]> allowed;   // (b, h, i, j)
   std::vector<double> bias;          // (i, j)
+  std::vector<std::size_t> offsets;  // documents: 0, lk / 3, lk / 3 (an empty one), 2 lk / 3 + 1, lk
 };
 
 bool visible(const spec& s, const data& x, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
@@ -52,7 +54,23 @@ bool visible(const spec& s, const data& x, std::size_t b, std::size_t h, std::si
     case mask::lengths: return j < x.lengths[b];
     case mask::padding: return j < x.lengths[0];
     case mask::boolean: return x.allowed[((b * s.heads + h) * s.lq + i) * s.lk + j];
-    default: return true;
+    default: break;
+  }
+  if (s.m == mask::none) return true;
+  // the key intervals: query i at position t = i + lk - lq (none before the first key)
+  if (i + s.lk < s.lq) return false;
+  const std::size_t t = i + s.lk - s.lq;
+  switch (s.m) {
+    case mask::window: return j <= t && j + 10 > t;
+    case mask::window2: return j + 5 >= t && j <= t + 7;
+    case mask::documents: {
+      std::size_t dt = 0, dj = 0;
+      while (!(x.offsets[dt] <= t && t < x.offsets[dt + 1])) ++dt;
+      while (!(x.offsets[dj] <= j && j < x.offsets[dj + 1])) ++dj;
+      return dt == dj;
+    }
+    case mask::prefix: return j < s.lk / 4 || j <= t;
+    default: return j / 24 == t / 24;
   }
 }
 
@@ -74,6 +92,7 @@ data make(const spec& s, std::uint64_t seed) {
   for (std::size_t e = 0; e < n; ++e) x.allowed[e] = r.chance(0.7);
   if (s.lq > 1)  // a fully masked row
     for (std::size_t j = 0; j < s.lk; ++j) x.allowed[j] = false;
+  x.offsets = {0, s.lk / 3, s.lk / 3, alg_min(s.lk, 2 * s.lk / 3 + 1), s.lk};
   x.bias.resize(s.lq * s.lk);
   for (double& e : x.bias) e = s.bias ? r.uniform(-2, 2) : 0.0;
   return x;
@@ -126,6 +145,13 @@ grads reference(const spec& s, const data& x) {
   return g;
 }
 
+attnx::key_range range(attnx::range_kind kind, std::size_t left, std::size_t right, std::size_t size, const data& x) {
+  attnx::key_range r{kind};
+  r.left = left, r.right = right, r.size = size;
+  r.offsets = x.offsets.data(), r.count = x.offsets.size() - 1;
+  return r;
+}
+
 template <class T>
 std::vector<T> to(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
@@ -164,6 +190,11 @@ run_result<T> run(const spec& s, const data& x, isa i, unsigned threads, bool na
     case mask::boolean:
       p.boolean_mask({allowed.get(), sd(s.heads * s.lq * s.lk), sd(s.lq * s.lk), sd(s.lk), 1}, fill);
       break;
+    case mask::window: p.key_interval(range(attnx::range_kind::window, 9, 0, 0, x), fill); break;
+    case mask::window2: p.key_interval(range(attnx::range_kind::window, 5, 7, 0, x), fill); break;
+    case mask::documents: p.key_interval(range(attnx::range_kind::documents, 0, 0, 0, x), fill); break;
+    case mask::prefix: p.key_interval(range(attnx::range_kind::prefix, 0, 0, s.lk / 4, x), fill); break;
+    case mask::chunks: p.key_interval(range(attnx::range_kind::chunks, 0, 0, 24, x), fill); break;
     default: break;
   }
   const std::vector<T> bias = to<T>(x.bias);
@@ -252,6 +283,19 @@ BOOST_AUTO_TEST_CASE(every_program) {
     check<float>(s, 100 + int(m));
     s.post = 2, s.fill = -200;  // weights of e^-400 or so: zero in float
     check<double>(s, 110 + int(m));
+  }
+}
+
+// The named key-interval masks: the key blocks below every row's start are skipped as those past its limit.
+BOOST_AUTO_TEST_CASE(key_interval_masks) {
+  for (mask m : {mask::window, mask::window2, mask::documents, mask::prefix, mask::chunks}) {
+    check<float>({1, 2, 1, 300, 300, 16, 16, m}, 120 + int(m));
+    check<double>({2, 1, 1, 130, 130, 8, 8, m}, 130 + int(m));
+    check<float>({1, 1, 1, 70, 160, 16, 16, m}, 140 + int(m));  // fewer queries than keys
+    check<double>({1, 1, 1, 90, 60, 8, 8, m}, 150 + int(m));    // more: the first 30 rows see no key
+    spec soft{1, 1, 1, 100, 100, 16, 16, m};
+    soft.fill = -3;  // a finite fill: nothing skipped below a start
+    check<float>(soft, 160 + int(m));
   }
 }
 

@@ -207,6 +207,7 @@ void check_projected_attention(std::size_t n, int mask_kind) {
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) allow(i, j) = (i + 2 * j) % 3 != 0 || j == 0, bias(i, j) = r.uniform(-1, 1);
   const std::vector<std::size_t> lens{n > 2 ? n - 2 : n};
+  const std::vector<std::size_t> offs{0, n / 3, n / 3, n};
   const auto y = [&] {
     const auto q = x * wq;
     const auto k = x * wk;
@@ -215,6 +216,8 @@ void check_projected_attention(std::size_t n, int mask_kind) {
     if (mask_kind == 1) return evaluate(attention(q, k, v, causal));
     if (mask_kind == 2) return evaluate(attention(q, k, v, allowed(allow)));
     if (mask_kind == 3) return evaluate(attention(q, k, v, additive(bias), causal_bottom_right));
+    if (mask_kind == 5) return evaluate(attention(q, k, v, sliding_window(n / 2, n / 4)));
+    if (mask_kind == 6) return evaluate(attention(q, k, v, causal, documents(offs)));
     return evaluate(attention(q, k, v, key_lengths(lens)));
   };
   const auto w = weights(n * 6, r);
@@ -228,6 +231,8 @@ void check_projected_attention(std::size_t n, int mask_kind) {
     if (mask_kind == 1) return backward(attention(q, k, v, causal), dy, wrt(x, wq, wk, wv, bias));
     if (mask_kind == 2) return backward(attention(q, k, v, allowed(allow)), dy, wrt(x, wq, wk, wv, bias));
     if (mask_kind == 3) return backward(attention(q, k, v, additive(bias), causal_bottom_right), dy, wrt(x, wq, wk, wv, bias));
+    if (mask_kind == 5) return backward(attention(q, k, v, sliding_window(n / 2, n / 4)), dy, wrt(x, wq, wk, wv, bias));
+    if (mask_kind == 6) return backward(attention(q, k, v, causal, documents(offs)), dy, wrt(x, wq, wk, wv, bias));
     return backward(attention(q, k, v, key_lengths(lens)), dy, wrt(x, wq, wk, wv, bias));
   }();
   const auto f = [&] {
@@ -246,8 +251,10 @@ void check_projected_attention(std::size_t n, int mask_kind) {
 }
 BOOST_AUTO_TEST_CASE(attention_every_mask_kind_dyn_lengths) {
   for (std::size_t n : {1, 3, 17})
-    for (int kind = 0; kind < 5; ++kind) check_projected_attention<dyn>(n, kind);
+    for (int kind = 0; kind < 7; ++kind) check_projected_attention<dyn>(n, kind);
   check_projected_attention<dyn>(65, 1);
+  check_projected_attention<dyn>(65, 5);
+  check_projected_attention<dyn>(65, 6);
   check_projected_attention<dyn>(65, 3);
 }
 
@@ -563,6 +570,15 @@ BOOST_AUTO_TEST_CASE(fused_backward_matches_the_rules) {
   check_fused_matches_rules(
       [&] { return grad(attention(qc, kc, vc, allowed(allow), causal_bottom_right), wrt(qc, kc, vc)); }, 1e-12,
       "cross-attention");
+  // The named key-interval masks: the fused backward skips the tiles outside the intervals.
+  const std::vector<std::size_t> offs{0, 40, 40, 95, 130};
+  check_fused_matches_rules([&] { return grad(attention(qc, kc, vc, sliding_window(33)), wrt(qc, kc, vc)); }, 1e-12,
+                            "sliding_window");
+  check_fused_matches_rules(
+      [&] { return grad(attention(qc, kc, vc, causal_bottom_right, documents(offs)), wrt(qc, kc, vc)); }, 1e-12,
+      "documents");
+  check_fused_matches_rules([&] { return grad(attention(qc, kc, vc, chunked(16), prefix_lm(20)), wrt(qc, kc, vc)); },
+                            1e-12, "chunked and prefix_lm");
   check_fused_matches_rules(
       [&] { return grad(hadamard(softmax(dot_scores(qc, kc, 0.3)) * vc, softmax(dot_scores(qc, kc, 0.3)) * vc), wrt(qc, kc, vc)); },
       1e-12, "a sub-expression used twice");

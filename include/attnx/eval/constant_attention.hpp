@@ -131,12 +131,18 @@ struct chain<masked_expr<A, Kind>> {
   static constexpr void check(const E& e, const dims_t<S::rank>& d) {
     inner::template check<S>(e.operand(), d);
     if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(e.kind(), d);
+    if constexpr (std::is_same_v<Kind, key_range_mask>) check_key_range_mask<S>(e.kind(), d);
   }
   template <class Ops, class W>
   static constexpr void apply(const E& e, W* s, const row_info& info) {
     inner::template apply<Ops>(e.operand(), s, info);
     std::ptrdiff_t limit = 0;
-    if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::top_left>>) {
+    if constexpr (std::is_same_v<Kind, key_range_mask>) {
+      const key_span span = range_span(e.kind().range, info.lq, info.lk, info.i);
+      if (span.hi < info.lk) Ops::fill_from(s, span.hi, e.fill(), info.lk);
+      if (span.lo > 0) Ops::fill_to(s, span.lo, e.fill());
+      return;
+    } else if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::top_left>>) {
       limit = static_cast<std::ptrdiff_t>(info.i) + 1;
     } else if constexpr (std::is_same_v<Kind, causal_mask<causal_alignment::bottom_right>>) {
       limit = static_cast<std::ptrdiff_t>(info.i) + 1 + static_cast<std::ptrdiff_t>(info.lk) - static_cast<std::ptrdiff_t>(info.lq);
@@ -185,6 +191,9 @@ struct array_rows {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       for (std::size_t j = 0; j < units(n); j += W) ((s[j + I] = -s[j + I]), ...);
     }(lanes{});
+  }
+  static constexpr void fill_to(T* s, std::size_t last, T fill) {
+    for (std::size_t j = 0; j < last; ++j) s[j] = fill;
   }
   static constexpr void fill_from(T* s, std::size_t first, T fill, std::size_t n) {
     std::size_t j = first;
@@ -279,6 +288,13 @@ struct vector_rows {
   }
   static constexpr void neg(unit* s, std::size_t n) {
     for (std::size_t u = 0, e = units(n); u < e; ++u) s[u] = -s[u];
+  }
+  static constexpr void fill_to(unit* s, std::size_t last, T fill) {
+    index_unit lane{};
+    [&]<std::size_t... I>(std::index_sequence<I...>) { lane = index_unit{static_cast<index>(I)...}; }(lanes{});
+    const unit f = unit{} + fill;
+    const index_unit to = index_unit{} + static_cast<index>(last);
+    for (std::size_t u = 0, e = (last + W - 1) / W; u < e; ++u) s[u] = lane + static_cast<index>(u * W) < to ? f : s[u];
   }
   static constexpr void fill_from(unit* s, std::size_t first, T fill, std::size_t n) {
     index_unit lane{};  // (set in a lambda rather than returned: a 64-byte vector return value draws g++'s -Wpsabi)

@@ -686,6 +686,7 @@ struct evaluator<masked_expr<A, Kind>> {
         rows(dims_rows(d)) {
     // The lengths live in the caller's memory: checked again now, as the fused path does.
     if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind, d);
+    if constexpr (std::is_same_v<Kind, key_range_mask>) check_key_range_mask<S>(kind, d);
   }
 
   constexpr void begin_row(std::size_t r) {
@@ -697,6 +698,10 @@ struct evaluator<masked_expr<A, Kind>> {
                   : i + 1 + static_cast<std::ptrdiff_t>(Lk) - static_cast<std::ptrdiff_t>(Lq);
     } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
       limit = static_cast<std::ptrdiff_t>(kind.lengths[r / (rows / kind.count)]);
+    } else if constexpr (std::is_same_v<Kind, key_range_mask>) {
+      const key_span span = range_span(kind.range, Lq, Lk, r % Lq);
+      start = span.lo;
+      limit = static_cast<std::ptrdiff_t>(span.hi);
     } else if constexpr (is_bool) {
       m.begin_row(r);
     }
@@ -706,6 +711,8 @@ struct evaluator<masked_expr<A, Kind>> {
       return m.at(j) ? static_cast<T>(a.at(j)) : fill;
     } else if constexpr (is_padding) {
       return j < Kind::length ? static_cast<T>(a.at(j)) : fill;
+    } else if constexpr (std::is_same_v<Kind, key_range_mask>) {
+      return j >= start && static_cast<std::ptrdiff_t>(j) < limit ? static_cast<T>(a.at(j)) : fill;
     } else {
       return static_cast<std::ptrdiff_t>(j) < limit ? static_cast<T>(a.at(j)) : fill;
     }
@@ -737,6 +744,7 @@ struct evaluator<masked_expr<A, Kind>> {
   T fill;
   typename mask_evaluator<Kind>::type m;
   std::ptrdiff_t limit = 0;
+  std::size_t start = 0;
   [[no_unique_address]] extent_value<S::extents[S::rank - 2]> Lq;
   [[no_unique_address]] extent_value<S::cols> Lk;
   [[no_unique_address]] extent_value<S::rows> rows;

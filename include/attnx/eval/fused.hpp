@@ -190,6 +190,9 @@ struct chain<masked_expr<A, Kind>> : chain_link<A> {
     } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
       check_key_lengths<S>(h.kind, d);  // the lengths may have changed since the mask was built
       p.key_lengths(h.kind.lengths, fill);
+    } else if constexpr (std::is_same_v<Kind, key_range_mask>) {
+      check_key_range_mask<S>(h.kind, d);  // the offsets may have changed since the mask was built
+      p.key_interval(h.kind.range, fill);
     } else if constexpr (requires { Kind::length; }) {
       p.key_padding(Kind::length, fill);
     } else {

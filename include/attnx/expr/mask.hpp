@@ -10,6 +10,14 @@
 //                                 attn_mask and key_padding_mask), broadcast to S's shape
 //   mask(S, additive(M))          S + M (M of 0 and -inf, or any bias), broadcast to S's shape
 //   mask(S, key_padding_mask(m))  m PyTorch's (B, L_k) bool key_padding_mask, true = padding (expr/padding.hpp)
+// and the named masks of one key interval per query, whose blocked tiles the kernels skip (query i at position
+// t = i + L_k - L_q, the last L_q of the L_k positions; attnx/util/key_range.hpp):
+//   mask(S, sliding_window(W))            the W keys t - W + 1 .. t (causal: Mistral, Gemma; W = 0: none)
+//   mask(S, sliding_window(left, right))  the keys t - left .. t + right (FlashAttention-2's window_size)
+//   mask(S, documents(offsets))           packed sequences: document d holds positions [offsets[d], offsets[d + 1]);
+//                                         a query sees its own document's keys (compose with causal)
+//   mask(S, prefix_lm(P))                 the first P keys seen by every query, causal after them (T5's prefix LM)
+//   mask(S, chunked(C))                   chunks of C positions see only their own chunk (Llama 4; compose with causal)
 // Masks compose: mask(mask(S, causal), key_lengths(lens)).
 #pragma once
 
@@ -27,6 +35,7 @@
 #include "attnx/core/expression.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
+#include "attnx/util/key_range.hpp"
 
 namespace attnx {
 
@@ -55,6 +64,40 @@ struct key_lengths_mask {
   std::size_t count;
 };
 constexpr key_lengths_mask key_lengths(std::span<const std::size_t> lens) noexcept { return {lens.data(), lens.size()}; }
+
+// The named key-interval masks (above), the interval's description with it. The offsets of documents() live in the
+// caller's memory, which must outlive the expression (checked again when it is evaluated, as key_lengths).
+struct key_range_mask {
+  key_range range;
+};
+constexpr key_range_mask sliding_window(std::size_t w) noexcept {
+  key_range r{range_kind::window};
+  r.left = w > 0 ? w - 1 : 0;
+  r.empty = w == 0;
+  return {r};
+}
+constexpr key_range_mask sliding_window(std::size_t left, std::size_t right) noexcept {
+  key_range r{range_kind::window};
+  r.left = left;
+  r.right = right;
+  return {r};
+}
+constexpr key_range_mask documents(std::span<const std::size_t> offsets) noexcept {
+  key_range r{range_kind::documents};
+  r.offsets = offsets.data();
+  r.count = offsets.empty() ? 0 : offsets.size() - 1;
+  return {r};
+}
+constexpr key_range_mask prefix_lm(std::size_t p) noexcept {
+  key_range r{range_kind::prefix};
+  r.size = p;
+  return {r};
+}
+constexpr key_range_mask chunked(std::size_t c) noexcept {
+  key_range r{range_kind::chunks};
+  r.size = c;
+  return {r};
+}
 
 // additive(M): M added to the scores (a bias, or 0 and -inf), broadcast to their shape.
 template <class M>
@@ -221,6 +264,27 @@ constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_l
   return detail::make_masked<ok>(std::forward<A>(a), m, fill);
 }
 
+// A key interval over scores of L_k keys: its own rules (check_key_range), and a window no wider than the keys
+// (a wider one is a mistake about the sequence, not a mask: over a KV cache that grows, attend() takes it as is).
+template <class S>
+constexpr void check_key_range_mask(const key_range_mask& m, const dims_t<S::rank>& d) {
+  const std::size_t keys = dims_cols(d);
+  const key_range& r = m.range;
+  if (r.kind == range_kind::window && !r.empty && (r.left >= keys || r.right >= keys))
+    ATTNX_THROW(std::invalid_argument("attnx: mask: sliding_window(" +
+                                      (r.right == 0 ? std::to_string(r.left + 1) : std::to_string(r.left) + ", " + std::to_string(r.right)) +
+                                      ") is wider than the " + std::to_string(keys) + " keys"));
+  check_key_range(r, keys);
+}
+
+template <expression A>
+constexpr auto mask(A&& a, key_range_mask m, value_t<A> fill = -std::numeric_limits<value_t<A>>::infinity()) {
+  using S = shape_of_t<A>;
+  constexpr bool ok = rules::check_matrix_scores<S, failed_v<A>>();
+  if constexpr (ok && !failed_v<A>) check_key_range_mask<S>(m, dims_of(a));
+  return detail::make_masked<ok>(std::forward<A>(a), m, fill);
+}
+
 // A boolean mask's polarity, said explicitly: a bool expression is a mask only through allowed(m) (true = the
 // key is attended to) or blocked(m) (true = masked out: PyTorch's bool attn_mask and key_padding_mask), so a
 // mask of one meaning cannot be read as the other. blocked(m) is stored as allowed(!m).
@@ -324,6 +388,8 @@ template <std::size_t L>
 inline constexpr bool is_limit_mask<key_padding_length<L>> = true;
 template <>
 inline constexpr bool is_limit_mask<key_lengths_mask> = true;
+template <>
+inline constexpr bool is_limit_mask<key_range_mask> = true;
 
 template <class M>
 inline constexpr bool is_mask_kind = is_limit_mask<M>;

@@ -20,6 +20,7 @@
 
 #include "attnx/config.hpp"
 #include "attnx/kernels/strided.hpp"
+#include "attnx/util/key_range.hpp"
 
 namespace attnx::kernels {
 
@@ -40,8 +41,13 @@ enum class step_kind : unsigned char {
                         // queries are its last Lq tokens, bottom-right causal within its own length)
   key_padding,          // j >= length: s = value
   boolean_mask,         // !mask(b, h, i, j): s = value
-  additive_mask         // s += bias(b, h, i, j)
+  additive_mask,        // s += bias(b, h, i, j)
+  key_interval          // j outside [lo(i), hi(i)) of a named mask (key_range below): s = value
 };
+
+// The named masks' key intervals (sliding_window, documents, prefix_lm, chunked): attnx/util/key_range.hpp.
+using attnx::key_range;
+using attnx::range_kind;
 
 // One step of the score program: its kind and its operand.
 template <class T>
@@ -52,6 +58,7 @@ struct score_step {
   const std::size_t* lengths = nullptr;   // key_lengths, causal_lengths: one per batch item, each <= Lk
   broadcast<const bool> mask{};           // boolean_mask: true = allowed
   broadcast<const T> bias{};              // additive_mask
+  key_range range{};                      // key_interval
 };
 
 // At most this many steps per problem (an expression with more is evaluated without the kernel).
@@ -107,6 +114,11 @@ struct attention_problem {
   attention_problem& additive_mask(broadcast<const T> bias) {
     score_step<T> s{step_kind::additive_mask, T(0)};
     s.bias = bias;
+    return push(s);
+  }
+  attention_problem& key_interval(const key_range& r, T fill = -std::numeric_limits<T>::infinity()) {
+    score_step<T> s{step_kind::key_interval, fill};
+    s.range = r;
     return push(s);
   }
   attention_problem& push(const score_step<T>& s) {

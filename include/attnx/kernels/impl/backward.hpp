@@ -31,7 +31,7 @@ struct backward_job {
   std::size_t group;         // query heads per K/V head
   std::size_t block_elems;   // one packed query block
   T* packed;                 // per (b, h, query block): Q^T, Q, dO^T, dO, -lse log2 e, D, key limits (as T)
-  std::size_t* lim_range;    // per (b, query block): the smallest and largest key limit of its rows
+  std::size_t* lim_range;    // per (b, query block): the smallest and largest key limit of its rows, the smallest start
   T* dq_acc;                 // per item: group x lqp x dkp
   unsigned char* dq_written; // per item: group x nqb, whether the item wrote that query block's dQ
   T* dk_buf;                 // per (b, K/V head): lk x dkp
@@ -74,7 +74,7 @@ void pack_block(const backward_job<T>& J, const attention_gradients<T>& g, std::
   T* nlse = dop + bq * dvp;
   T* dd = nlse + bq;
   T* lim = dd + bq;
-  std::size_t lo = p.lk, hi = 0;
+  std::size_t lo = p.lk, hi = 0, start = p.lk;
   const std::size_t rows = alg::min(bq, p.lq - qb * bq);
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t i = qb * bq + r;
@@ -93,7 +93,7 @@ void pack_block(const backward_job<T>& J, const attention_gradients<T>& g, std::
     nlse[r] = l == -inf ? -inf : -(l * log2e<T>);
     const std::size_t limit = hard ? skip_limit(p, *J.plan, b, i) : p.lk;
     lim[r] = static_cast<T>(limit);
-    if (l != -inf) lo = alg::min(lo, limit), hi = alg::max(hi, limit);
+    if (l != -inf) lo = alg::min(lo, limit), hi = alg::max(hi, limit), start = alg::min(start, skip_start(p, *J.plan, i));
   }
   for (std::size_t r = rows; r < bq; ++r) {
     alg::fill_n(qp + r * dkp, dkp, T(0));
@@ -103,8 +103,9 @@ void pack_block(const backward_job<T>& J, const attention_gradients<T>& g, std::
     dd[r] = T(0), nlse[r] = -inf, lim[r] = T(0);
   }
   if (h == 0) {
-    J.lim_range[(b * J.nqb + qb) * 2] = lo;
-    J.lim_range[(b * J.nqb + qb) * 2 + 1] = hi;
+    J.lim_range[(b * J.nqb + qb) * 3] = lo;
+    J.lim_range[(b * J.nqb + qb) * 3 + 1] = hi;
+    J.lim_range[(b * J.nqb + qb) * 3 + 2] = start;
   }
 }
 
@@ -141,8 +142,8 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
   backward_job<T> J{};
   J.p = &p;
   J.plan = &plan;
-  J.general = !plan.fast;
-  J.expo = plan.fast ? plan.folded : T(1);
+  J.general = !plan.fast || plan.ranged;  // (a key interval's start: the program tests it)
+  J.expo = J.general ? T(1) : plan.folded;
   J.scale = T(1);
   for (std::size_t s = 0; s < plan.n; ++s) {
     if (plan.steps[s].kind == step_kind::multiply) J.scale *= plan.steps[s].value;
@@ -165,7 +166,7 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
 
   scratch_layout lay;
   const std::size_t off_packed = lay.add<T>(p.batch * p.heads * J.nqb * J.block_elems);
-  const std::size_t off_range = lay.add<std::size_t>(p.batch * J.nqb * 2);
+  const std::size_t off_range = lay.add<std::size_t>(p.batch * J.nqb * 3);
   const std::size_t off_dq = lay.add<T>(n_items * group * J.lqp * J.dkp);
   const std::size_t off_written = lay.add<unsigned char>(n_items * group * J.nqb);
   const std::size_t off_dk = lay.add<T>(heads_kv * p.lk * J.dkp);
@@ -201,7 +202,7 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
         it.cost = 0;
         for (std::size_t j0 = it.j_begin; j0 < it.j_end; j0 += BK)
           for (std::size_t qb = 0; qb < J.nqb; ++qb)
-            if (J.lim_range[(b * J.nqb + qb) * 2 + 1] > j0) it.cost += alg::min(BK, it.j_end - j0) * BQ * group;
+            if (J.lim_range[(b * J.nqb + qb) * 3 + 1] > j0 && J.lim_range[(b * J.nqb + qb) * 3 + 2] < j0 + BK) it.cost += alg::min(BK, it.j_end - j0) * BQ * group;
         total += double(it.cost);
       }
   const double flops = 10.0 * total * double(p.dk + p.dv) / 2;

@@ -30,7 +30,7 @@ namespace attnx::kernels::detail {
 constexpr bool is_scale(step_kind k) { return k == step_kind::multiply || k == step_kind::divide; }
 constexpr bool is_limit(step_kind k) {
   return k == step_kind::causal_top_left || k == step_kind::causal_bottom_right || k == step_kind::key_lengths ||
-         k == step_kind::causal_lengths || k == step_kind::key_padding;
+         k == step_kind::causal_lengths || k == step_kind::key_padding || k == step_kind::key_interval;
 }
 constexpr bool is_replace(step_kind k) { return is_limit(k) || k == step_kind::boolean_mask; }
 

@@ -48,9 +48,10 @@ extern template decode_kernel_ref<float> decode_ref<avx512::decode_kernel<float,
 // the same for any number of threads. Compiled once per T (the kernel comes
 // as decode_kernel_ref). p: validated, not empty.
 // The call's bookkeeping, in one allocation (a short decoding call is short enough for allocations to show): per
-// batch item and row the limit of each limit step (limits) and the end of the keys read (ends); the work items, at
-// most max(1, ceil(L_k / decode_chunk)) chunks per (b, g); first: the chunks (states) of (b, g) are [first[bg],
-// first[bg + 1]); kends: the end of the keys read per batch item.
+// batch item and row the limit of each limit step, then its start (limits) and the end of the keys read (ends); the
+// work items, at most max(1, ceil(L_k / decode_chunk)) chunks per (b, g); first: the chunks (states) of (b, g) are
+// [first[bg], first[bg + 1]); kbegins, kends: the keys read per batch item, from a chunk boundary (the chunks below
+// a key interval's start for every row are left out: whole chunks, so that the states are those of the full pass).
 template <class T>
 struct decode_book {
   struct item {
@@ -61,7 +62,7 @@ struct decode_book {
   double work = 0;                       // keys read, over every (b, row)
 
  private:
-  std::size_t at_[5]{};  // the arrays' offsets in block (before it: layout() sets them while block is built)
+  std::size_t at_[6]{};  // the arrays' offsets in block (before it: layout() sets them while block is built)
 
  public:
   scratch_block block;
@@ -70,6 +71,7 @@ struct decode_book {
   item* items;
   std::size_t* first;
   std::size_t* kends;
+  std::size_t* kbegins;
 
   decode_book(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t rows_)
       : rows(rows_), nl(plan.n_limits), block(layout(p)) {
@@ -78,6 +80,7 @@ struct decode_book {
     items = block.at<item>(at_[2]);
     first = block.at<std::size_t>(at_[3]);
     kends = block.at<std::size_t>(at_[4]);
+    kbegins = block.at<std::size_t>(at_[5]);
     fill(p, plan);
   }
 
@@ -85,31 +88,37 @@ struct decode_book {
   std::size_t layout(const attention_problem<T>& p) {
     const std::size_t most_chunks = alg::max<std::size_t>(1, (p.lk + decode_chunk - 1) / decode_chunk);
     scratch_layout l;
-    at_[0] = l.add<std::size_t>(p.batch * alg::max<std::size_t>(nl, 1) * rows);
+    at_[0] = l.add<std::size_t>(p.batch * 2 * alg::max<std::size_t>(nl, 1) * rows);
     at_[1] = l.add<std::size_t>(p.batch * rows);
     at_[2] = l.add<item>(p.batch * p.kv_heads * most_chunks);
     at_[3] = l.add<std::size_t>(p.batch * p.kv_heads + 1);
     at_[4] = l.add<std::size_t>(p.batch);
+    at_[5] = l.add<std::size_t>(p.batch);
     return l.bytes;
   }
   // The limits and ends of every row, and the chunks of every (b, g).
   void fill(const attention_problem<T>& p, const score_plan<T>& plan) {
     const bool skip = plan.skip_final == -std::numeric_limits<T>::infinity() && plan.poison < 0 && plan.any_skippable;
     for (std::size_t b = 0; b < p.batch; ++b) {
-      std::size_t kend = 0;
+      std::size_t kend = 0, kbegin = p.lk;
       for (std::size_t r = 0; r < rows; ++r) {
-        std::size_t e = p.lk;
+        std::size_t e = p.lk, st = 0;
         for (std::size_t li = 0; li < nl; ++li) {
-          const std::size_t lim = step_limit(plan.steps[plan.limits[li]], p, b, r % p.lq);
-          limits[(b * nl + li) * rows + r] = lim;
-          if (skip && plan.skippable[li]) e = alg::min(e, lim);
+          const score_step<T>& step = plan.steps[plan.limits[li]];
+          const std::size_t lim = step_limit(step, p, b, r % p.lq), from = step_start(step, p, r % p.lq);
+          limits[(b * 2 * nl + li) * rows + r] = lim;
+          limits[(b * 2 * nl + nl + li) * rows + r] = from;
+          if (skip && plan.skippable[li]) e = alg::min(e, lim), st = alg::max(st, from);
         }
         ends[b * rows + r] = e;
         kend = alg::max(kend, e);
-        work += double(e);
+        kbegin = alg::min(kbegin, plan.skip_starts ? alg::min(st, e) : std::size_t{0});
+        work += double(e - alg::min(e, st));
       }
       kends[b] = kend;
-      const std::size_t chunks = alg::max<std::size_t>(1, (kend + decode_chunk - 1) / decode_chunk);
+      kbegins[b] = alg::min(kbegin, kend) / decode_chunk * decode_chunk;
+      const std::size_t span = kend - kbegins[b];
+      const std::size_t chunks = alg::max<std::size_t>(1, (span + decode_chunk - 1) / decode_chunk);
       for (std::size_t g = 0; g < p.kv_heads; ++g) {
         first[b * p.kv_heads + g] = nc;
         nc += chunks;
@@ -125,8 +134,8 @@ struct decode_book {
       for (std::size_t g = 0; g < p.kv_heads; ++g) {
         const std::size_t c0 = first[b * p.kv_heads + g], c1 = first[b * p.kv_heads + g + 1];
         for (std::size_t c = c0; c < c1; c += span)
-          items[ni++] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), (c - c0) * decode_chunk,
-                         alg::min(kends[b], (alg::min(c + span, c1) - c0) * decode_chunk), c};
+          items[ni++] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(g), kbegins[b] + (c - c0) * decode_chunk,
+                         alg::min(kends[b], kbegins[b] + (alg::min(c + span, c1) - c0) * decode_chunk), c};
       }
   }
 };
@@ -170,7 +179,7 @@ void run_decode(const attention_problem<T>& p, kv_stack k, kv_stack v, unsigned 
   exec::parallel_for(book.ni, slots, [&](std::size_t n, unsigned slot) {
     const typename decode_book<T>::item& it = book.items[n];
     kernel.run(p, plan, k, v, it.b, it.g, it.k0, it.k1, decode_chunk, work_block.at<T>(buf_at + scratch * slot),
-               book.limits + it.b * nl * rows, book.ends + it.b * rows, st + it.state * per_state);
+               book.limits + it.b * 2 * nl * rows, book.ends + it.b * rows, st + it.state * per_state);
   });
   merge_chunks(p, book, st);
 }

@@ -7,10 +7,17 @@
 ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels::detail {
 
+// Keys j < step_start(...) are blocked by limit step s for query i (0 but for a key interval).
+template <class T>
+std::size_t step_start(const score_step<T>& s, const attention_problem<T>& p, std::size_t i) {
+  return s.kind == step_kind::key_interval ? attnx::range_span(s.range, p.lq, p.lk, i).lo : 0;
+}
+
 // Keys j >= step_limit(...) are blocked by limit step s for query i of batch item b (in [0, Lk]).
 template <class T>
 std::size_t step_limit(const score_step<T>& s, const attention_problem<T>& p, std::size_t b, std::size_t i) {
   switch (s.kind) {
+    case step_kind::key_interval: return attnx::range_span(s.range, p.lq, p.lk, i).hi;
     case step_kind::causal_top_left: return alg::min(p.lk, i + 1);
     case step_kind::causal_bottom_right: {
       const auto end = static_cast<std::ptrdiff_t>(i + 1 + p.lk) - static_cast<std::ptrdiff_t>(p.lq);
@@ -57,7 +64,11 @@ struct score_plan {
   bool any_skippable = false;
   T skip_final = -std::numeric_limits<T>::infinity();  // -inf: hard skipping; finite: soft
   std::ptrdiff_t poison = -1;                          // the additive step scanned in the skipped part
-  bool programmed = false;  // a step after the folded factor other than limits (masks, biases, factors)
+  bool programmed = false;  // a step after the folded factor other than limits (masks, biases, factors), or a start
+  // Keys below a skippable key interval's start are skipped too where the skip is hard and no bias is scanned
+  // (soft skipping needs the keys' maximum first; poison would need the skipped part scanned).
+  bool skip_starts = false;
+  bool ranged = false;  // some limit step has a start (a key interval): the keys below it take the program
 };
 
 template <class T>
@@ -124,7 +135,12 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
       if (poisoned[li]) plan.skippable[li] = false;
     plan.poison = -1;
   }
-  for (std::size_t li = 0; li < plan.n_limits; ++li) plan.any_skippable = plan.any_skippable || plan.skippable[li];
+  for (std::size_t li = 0; li < plan.n_limits; ++li) {
+    plan.any_skippable = plan.any_skippable || plan.skippable[li];
+    plan.ranged = plan.ranged || plan.steps[plan.limits[li]].kind == step_kind::key_interval;
+  }
+  plan.skip_starts = plan.ranged && plan.any_skippable && plan.skip_final == -inf && plan.poison < 0;
+  plan.programmed = plan.programmed || plan.ranged;  // (the decode loops: no key is clear of the program)
   return plan;
 }
 
@@ -135,6 +151,16 @@ std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan,
   for (std::size_t li = 0; li < plan.n_limits; ++li)
     if (plan.skippable[li]) lim = alg::min(lim, step_limit(plan.steps[plan.limits[li]], p, b, i));
   return lim;
+}
+
+// Keys j < skip_start(...) may be left out for query i (0 when nothing is skipped below).
+template <class T>
+std::size_t skip_start(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t i) {
+  std::size_t start = 0;
+  if (plan.skip_starts)
+    for (std::size_t li = 0; li < plan.n_limits; ++li)
+      if (plan.skippable[li]) start = alg::max(start, step_start(plan.steps[plan.limits[li]], p, i));
+  return start;
 }
 
 // The problem's rules the front end cannot check at compile time (std::invalid_argument, std::out_of_range).
@@ -159,6 +185,8 @@ void validate(const attention_problem<T>& p) {
     } else if (st.kind == step_kind::key_padding && st.length > p.lk) {
       ATTNX_THROW(std::out_of_range("attnx: mask: the key padding length " + std::to_string(st.length) + " exceeds the " +
                               std::to_string(p.lk) + " keys"));
+    } else if (st.kind == step_kind::key_interval) {
+      attnx::check_key_range(st.range, p.lk);
     } else if ((st.kind == step_kind::boolean_mask && !st.mask.data) ||
                (st.kind == step_kind::additive_mask && !st.bias.data)) {
       ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: a mask step without its data"));

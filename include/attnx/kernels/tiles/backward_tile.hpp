@@ -96,7 +96,7 @@ struct backward_kernel {
             x /= s.value;
           } else if (s.kind == step_kind::additive_mask) {
             x += s.bias.at(b, h, i, j);
-          } else if (is_limit(s.kind) ? j >= step_limit(s, p, b, i) : !s.mask.at(b, h, i, j)) {
+          } else if (is_limit(s.kind) ? j >= step_limit(s, p, b, i) || j < step_start(s, p, i) : !s.mask.at(b, h, i, j)) {
             x = s.value;
             replaced = true;
           }
@@ -186,8 +186,8 @@ struct backward_kernel {
       for (std::size_t hh = 0; hh < J.group; ++hh) {
         const std::size_t h = it.g * J.group + hh;
         for (std::size_t qb = 0; qb < J.nqb; ++qb) {
-          const std::size_t* range = J.lim_range + (it.b * J.nqb + qb) * 2;
-          if (range[1] <= j0) continue;  // every row's keys end before this block
+          const std::size_t* range = J.lim_range + (it.b * J.nqb + qb) * 3;
+          if (range[1] <= j0 || range[2] >= j0 + nb) continue;  // every row's keys end before this block or start after it
           const std::size_t i0 = qb * BQ, nbt = alg::min(nb, range[1] - j0);  // (no row reads the keys past nbt)
           unsigned char& w = written[hh * J.nqb + qb];
           tile(J, J.block(it.b, h, qb), alg::min(BQ, p.lq - i0), range[0] < j0 + nbt, it.b, h, i0, j0, nbt, kp, vp, st,

@@ -205,9 +205,10 @@ struct decode_general : decode_ops<T, KV> {
     for (std::size_t si = 0; si < plan.n; ++si) {
       const score_step<T>& st = plan.steps[si];
       if (is_limit(st.kind)) {
-        const std::size_t lim = it.limits[(li++) * it.rows + r];
+        const std::size_t lim = it.limits[li * it.rows + r], from = it.start(li++, r);
         if (si < plan.first) continue;
         for (j = lim > j0 ? lim - j0 : 0; j < live; ++j) s[j] = st.value;
+        for (j = 0; j < alg::min(live, from > j0 ? from - j0 : 0); ++j) s[j] = st.value;
         continue;
       }
       if (si < plan.first) continue;

@@ -17,12 +17,14 @@ struct decode_item {
   std::size_t k0, k1;        // keys [k0, k1): a state at every chunk keys from k0 (the last chunk may be shorter)
   std::size_t chunk;
   std::size_t kend;          // no row reads a key at or past it (<= k1)
-  const std::size_t* limits;  // limit step s for row r: keys >= limits[s rows + r] blocked
+  const std::size_t* limits;  // limit step s for row r: keys >= limits[s rows + r] blocked, and keys below
+                              // limits[(n_limits + s) rows + r] (a key interval's start; 0 for the others)
   const std::size_t* ends;    // row r skips keys >= ends[r]
   // Row r of the item is query query(r) of head head(r).
   std::size_t head(std::size_t r) const noexcept { return g * (p.heads / p.kv_heads) + r / p.lq; }
   std::size_t query(std::size_t r) const noexcept { return r % p.lq; }
   std::size_t end(std::size_t r) const noexcept { return alg::min(k1, ends[r]); }  // row r's keys end here
+  std::size_t start(std::size_t li, std::size_t r) const noexcept { return limits[(plan.n_limits + li) * rows + r]; }
 };
 
 // The item's rows in the thread's scratch, and the chunks' states: per row the query (qs, dkp apart), the running
@@ -100,8 +102,8 @@ struct decode_ops {
     for (std::size_t si = 0; si < plan.n; ++si) {
       const score_step<T>& st = plan.steps[si];
       if (is_limit(st.kind)) {
-        const std::size_t lim = it.limits[(li++) * it.rows + r];
-        if (si >= plan.first && j >= lim) x = st.value;
+        const std::size_t lim = it.limits[li * it.rows + r], from = it.start(li++, r);
+        if (si >= plan.first && (j >= lim || j < from)) x = st.value;
         continue;
       }
       if (si < plan.first) continue;
@@ -123,7 +125,7 @@ struct decode_ops {
   static bool vector_program(const item& it, std::size_t r, std::size_t h, std::size_t i, std::size_t j0, R& s) {
     const score_plan<T>& plan = it.plan;
     for (std::size_t li = 0; li < plan.n_limits; ++li)
-      if (j0 + W > it.limits[li * it.rows + r]) return false;
+      if (j0 + W > it.limits[li * it.rows + r] || j0 < it.start(li, r)) return false;
     const auto group = [](const auto* p, std::ptrdiff_t col, auto* a) {
       if (col == 1) return p;
       for (std::size_t k = 0; k < W; ++k) a[k] = p[static_cast<std::ptrdiff_t>(k) * col];

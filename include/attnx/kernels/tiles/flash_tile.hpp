@@ -34,12 +34,14 @@ struct kernel {
   static constexpr std::size_t scratch_elems(std::size_t dk, std::size_t dv) {
     return MQ * (BC + 2) + G * MQ * (dk + dv + 4);
   }
-  // Per query block: the limit of each limit step per row, and the poison flags.
-  static constexpr std::size_t limit_elems() { return G * MQ * (max_score_steps + 1); }
+  // Per query block: the limit and the start of each limit step per row, and the poison flags.
+  static constexpr std::size_t block_limits = MQ * (2 * max_score_steps + 1);
+  static constexpr std::size_t limit_elems() { return G * block_limits; }
 
   struct query_block {
     std::size_t i0, rows;  // rows [i0, i0 + rows) of the problem
     std::size_t kskip;     // keys >= kskip may be skipped for every row (score_plan)
+    std::size_t kstart;    // keys < kstart may be skipped for every row (a key interval's start)
     bool skipped;          // soft skipping: the rest of the keys has been found to weigh exactly 0
     T* qt;                 // dk x MQ   Q^T
     T* ot;                 // dv x MQ   unnormalised output, transposed
@@ -48,6 +50,7 @@ struct kernel {
     T* rr;                 // MQ        ... and the rest: the weights are 2^(st c - (ml + rr)) (softmax_block)
     T* l;                  // MQ        running sum of weights
     std::size_t* limit;    // n_limits x MQ: keys >= limit[s*MQ + r] are blocked by limit step s for row r
+    std::size_t* start;    // n_limits x MQ: keys < start[s*MQ + r] are blocked by it (0 but for a key interval)
     std::size_t* poison;   // MQ        row r meets a +inf or NaN bias in the skipped keys
   };
   struct shared {
@@ -298,8 +301,24 @@ struct kernel {
     for (std::size_t si = 0; si < plan.n; ++si) {
       const score_step<T>& st = plan.steps[si];
       if (is_limit(st.kind)) {  // counted from step 0: the limits' scratch rows are in program order
-        const std::size_t* limit = q.limit + li++ * MQ;
+        const std::size_t* limit = q.limit + li * MQ;
+        const std::size_t* start = q.start + li++ * MQ;
         if (si < plan.first) continue;
+        if (st.kind == step_kind::key_interval) {  // keys below the row's start: as past its limit
+          std::size_t hi = 0;
+          for (std::size_t r = 0; r < MQ; ++r) hi = alg::max(hi, start[r]);
+          if (hi > j0) {
+            for (std::size_t r = 0; r < MQ; ++r) s.lim[r] = static_cast<T>(alg::min(nb, start[r] > j0 ? start[r] - j0 : 0));
+            const R fill = V::set1(st.value);
+            for (std::size_t i = 0; i < NI; ++i) {
+              const R from = V::load(s.lim + i * W);
+              for (std::size_t j = 0; j < alg::min(nb, hi - j0); ++j) {
+                T* x = s.st + j * MQ + i * W;
+                V::store(x, V::below_or(fill, from, static_cast<T>(j), V::load(x)));
+              }
+            }
+          }
+        }
         // Keys below every row's limit need nothing.
         std::size_t lo = p.lk;
         for (std::size_t r = 0; r < MQ; ++r) lo = alg::min(lo, limit[r]);
@@ -429,7 +448,8 @@ struct kernel {
     q.l = q.rr + MQ;
     rest = q.l + MQ;
     q.limit = limits;
-    q.poison = q.limit + max_score_steps * MQ;
+    q.start = q.limit + max_score_steps * MQ;
+    q.poison = q.start + max_score_steps * MQ;
     q.skipped = false;
     const T* qp = p.q.matrix(b, h) + sz(q.i0) * p.q.row;
     // Q^T in blocks of W x W (vector loads of W rows, transposed in registers: a column at a time it was W scalar
@@ -447,14 +467,23 @@ struct kernel {
     q.kskip = 0;
     for (std::size_t li = 0; li < plan.n_limits; ++li) {
       std::size_t* lim = q.limit + li * MQ;
-      for (std::size_t r = 0; r < MQ; ++r)
-        lim[r] = r < q.rows ? step_limit(plan.steps[plan.limits[li]], p, b, q.i0 + r) : lim[q.rows - 1];
+      std::size_t* start = q.start + li * MQ;
+      const score_step<T>& st = plan.steps[plan.limits[li]];
+      for (std::size_t r = 0; r < MQ; ++r) {
+        lim[r] = r < q.rows ? step_limit(st, p, b, q.i0 + r) : lim[q.rows - 1];
+        start[r] = r < q.rows ? step_start(st, p, q.i0 + r) : start[q.rows - 1];
+      }
     }
+    q.kstart = p.lk;
     for (std::size_t r = 0; r < q.rows; ++r) {
-      std::size_t sk = p.lk;
+      std::size_t sk = p.lk, ss = 0;
       for (std::size_t li = 0; li < plan.n_limits; ++li)
-        if (plan.skippable[li]) sk = alg::min(sk, q.limit[li * MQ + r]);
+        if (plan.skippable[li]) {
+          sk = alg::min(sk, q.limit[li * MQ + r]);
+          ss = alg::max(ss, q.start[li * MQ + r]);
+        }
       q.kskip = alg::max(q.kskip, sk);
+      q.kstart = alg::min(q.kstart, plan.skip_starts ? alg::min(ss, sk) : std::size_t{0});
       q.poison[r] = 0;
     }
     alg::fill_n(q.m, MQ, -std::numeric_limits<T>::infinity());
@@ -469,7 +498,7 @@ struct kernel {
                         std::size_t b, std::size_t h, std::size_t j0, const T* kb, const T* vb) {
     const bool hard = plan.skip_final == -std::numeric_limits<T>::infinity();
     if (hard) {
-      if (j0 >= q.kskip) return;
+      if (j0 >= q.kskip || j0 + BC <= q.kstart) return;
     } else if (plan.any_skippable && j0 >= q.kskip) {
       if (q.skipped) return;
       if (rest_weighs_nothing(plan, q)) {
@@ -543,8 +572,10 @@ struct kernel {
     query_block qb[G];
     std::size_t kend = 0;
     for (std::size_t g = 0; g < blocks; ++g)
-      kend = alg::max(kend, start_block(p, plan, b, h, i0 + g * MQ, qb[g], rest, limits + g * MQ * (max_score_steps + 1)));
-    for (std::size_t j0 = 0; j0 < kend; j0 += BC)
+      kend = alg::max(kend, start_block(p, plan, b, h, i0 + g * MQ, qb[g], rest, limits + g * block_limits));
+    std::size_t kbegin = p.lk;  // the key blocks stay where they are without skipping: the same bits
+    for (std::size_t g = 0; g < blocks; ++g) kbegin = alg::min(kbegin, qb[g].kstart / BC * BC);
+    for (std::size_t j0 = kbegin; j0 < kend; j0 += BC)
       for (std::size_t g = 0; g < blocks; ++g)
         key_block(p, plan, s, qb[g], b, h, j0, k + static_cast<std::ptrdiff_t>(j0) * p.k.row,
                   v + static_cast<std::ptrdiff_t>(j0) * p.v.row);

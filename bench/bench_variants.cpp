@@ -1,0 +1,99 @@
+// attnx benchmarks: attention variants as a user writes them, against plain causal attention in the same run.
+//   BM_variant/<name>/L     attention(Q, K, V, mask...) of one head, d = 64, float, one thread, assigned to a tensor
+//     causal                 causal
+//     window                 sliding_window(256)                           (the kernel skips the tiles outside)
+//     window_bool            causal, allowed(M), M the same window as an L x L bool tensor (every tile computed)
+//     documents              causal, documents(5 equal documents)          (packed sequences)
+//     documents_bidir        documents(5 equal documents)
+//     prefix_lm              prefix_lm(L / 4)
+//     chunked                causal, chunked(1024)
+//   BM_decode_variant/<name>/L  one new token over a cache of L keys: full, or sliding_window(256)
+//   BM_fma_peak              this core's FMA peak, for the ratio
+// Counter "rel" is not set here: scripts/bench_report.py divides each time by causal's of the same L.
+#include <array>
+#include <cstddef>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "attnx/attnx.hpp"
+#include "fma_peak.hpp"
+
+namespace {
+
+using attnx::dyn;
+constexpr std::size_t d = 64;
+using mat = attnx::tensor<float, dyn, d>;
+
+void fill(mat& t, unsigned seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> nd;
+  for (auto& v : t) v = nd(g);
+}
+
+enum class variant { causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked };
+constexpr std::array names{"causal", "window", "window_bool", "documents", "documents_bidir", "prefix_lm", "chunked"};
+
+void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
+
+// The timed loop: e assigned to o on one thread; an error when the fused kernel did not run.
+template <class E>
+void time_into(benchmark::State& state, mat& o, const E& e) {
+  attnx::context ctx;
+  ctx.set_threads(1);
+  for (auto _ : state) {
+    attnx::assign(o, e, ctx);
+    benchmark::DoNotOptimize(o.data());
+    benchmark::ClobberMemory();
+  }
+  if (ctx.fused_runs() == 0) state.SkipWithError("the fused path was not taken");
+}
+
+void BM_variant(benchmark::State& state) {
+  const auto v = static_cast<variant>(state.range(0));
+  const auto L = static_cast<std::size_t>(state.range(1));
+  mat q(L), k(L), val(L), o(L);
+  fill(q, 1), fill(k, 2), fill(val, 3);
+  std::vector<std::size_t> offs;
+  for (std::size_t i = 0; i <= 5; ++i) offs.push_back(L * i / 5);
+  attnx::tensor<bool, dyn, dyn> m(L, L);
+  for (std::size_t i = 0; i < L; ++i)
+    for (std::size_t j = 0; j < L; ++j) m(i, j) = j <= i && j + 256 > i;
+  const auto run = [&](const auto& e) { time_into(state, o, e); };
+  switch (v) {
+    case variant::causal: run(attnx::attention(q, k, val, attnx::causal)); break;
+    case variant::window: run(attnx::attention(q, k, val, attnx::sliding_window(256))); break;
+    case variant::window_bool: run(attnx::attention(q, k, val, attnx::causal, attnx::allowed(m))); break;
+    case variant::documents: run(attnx::attention(q, k, val, attnx::causal, attnx::documents(offs))); break;
+    case variant::documents_bidir: run(attnx::attention(q, k, val, attnx::documents(offs))); break;
+    case variant::prefix_lm: run(attnx::attention(q, k, val, attnx::prefix_lm(L / 4))); break;
+    case variant::chunked: run(attnx::attention(q, k, val, attnx::causal, attnx::chunked(1024))); break;
+  }
+  state.counters["L"] = double(L);
+  state.SetLabel(names[static_cast<std::size_t>(v)]);
+}
+
+void BM_decode_variant(benchmark::State& state) {
+  const bool window = state.range(0) != 0;
+  const auto L = static_cast<std::size_t>(state.range(1));
+  mat q(1), k(L), val(L), o(1);
+  fill(q, 1), fill(k, 2), fill(val, 3);
+  const auto run = [&](const auto& e) { time_into(state, o, e); };
+  if (window) run(attnx::attention(q, k, val, attnx::sliding_window(256)));
+  else run(attnx::attention(q, k, val));
+  state.counters["L"] = double(L);
+  state.SetLabel(window ? "window" : "full");
+}
+
+}  // namespace
+
+BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_variant)
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1024, 4096}})
+    ->ArgNames({"variant", "L"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_decode_variant)->ArgsProduct({{0, 1}, {4096, 32768}})->ArgNames({"window", "L"})->Unit(benchmark::kMicrosecond);
+BENCHMARK_MAIN();

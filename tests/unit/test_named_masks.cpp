@@ -1,0 +1,252 @@
+// The named masks of one key interval per query: sliding_window (causal and two-sided), documents, prefix_lm,
+// chunked. Each against the double reference (reference.hpp) with the mask written out as a plain predicate on
+// (i, j) here; fused (every instruction set) and row by row; the prefill and the decode kernel; their skipped tiles
+// against the same mask given as a bool tensor, whose tiles are all computed (the same bits); special cases
+// (a window of 0, empty documents, more queries than keys, finite fills); the rules on bad input.
+#define BOOST_TEST_MODULE named_masks
+#include <boost/test/unit_test.hpp>
+
+#include <attnx/attnx.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "messages.hpp"
+#include "reference.hpp"
+
+using namespace attnx;
+
+namespace {
+
+template <class Tn>
+void normal(Tn& t, std::mt19937& g) {
+  std::normal_distribution<double> nd;
+  for (auto& x : t) x = value_t<Tn>(nd(g));
+}
+
+using visible_fn = std::function<bool(std::size_t t, std::size_t j)>;  // t: the query's position
+
+// Q, K, V of one shape, with the reference problem of softmax(mask(s Q K^T, m)) V for a predicate on (t, j).
+template <class T, std::size_t B, std::size_t Lq, std::size_t Lk, std::size_t D, std::size_t Dv>
+struct data {
+  tensor<T, B, Lq, D> Q;
+  tensor<T, B, Lk, D> K;
+  tensor<T, B, Lk, Dv> V;
+  tensor<bool, Lq, Lk> M;  // the predicate as a tensor
+  explicit data(unsigned seed) {
+    std::mt19937 g(seed);
+    normal(Q, g), normal(K, g), normal(V, g);
+  }
+  reference::problem problem(double scale, const visible_fn& visible, double fill) {
+    reference::problem p;
+    p.batch = B, p.lq = Lq, p.lk = Lk, p.dk = D, p.dv = Dv;
+    p.q.assign(Q.begin(), Q.end());
+    p.k.assign(K.begin(), K.end());
+    p.v.assign(V.begin(), V.end());
+    reference::score_step s{reference::step::boolean, fill};
+    s.allowed.resize(B * Lq * Lk);
+    for (std::size_t i = 0; i < Lq; ++i)
+      for (std::size_t j = 0; j < Lk; ++j) {
+        const bool ok = i + Lk >= Lq && visible(i + Lk - Lq, j);
+        M(i, j) = ok;
+        for (std::size_t b = 0; b < B; ++b) s.allowed[(b * Lq + i) * Lk + j] = ok;
+      }
+    p.steps = {reference::score_step{reference::step::multiply, scale}, s};
+    return p;
+  }
+};
+
+// e fused on every instruction set and row by row against the reference, and fused against `same` (the mask as a
+// bool tensor) bit for bit.
+template <class E, class F>
+void agree(const E& e, const F& same, const reference::problem& p, const std::string& what) {
+  using R = result_t<E>;
+  static_assert(is_fused_v<E>, "a named mask fuses");
+  const auto ref = reference::attention<value_t<E>>(p);
+  constexpr std::size_t cols = R::shape_type::cols;
+  const auto at = [](const R& t) { return [&t](std::size_t r, std::size_t c) { return t.data()[r * cols + c]; }; };
+  for (simd::isa i : simd::supported()) {
+    for (unsigned threads : {1u, 2u}) {
+      context fused;
+      fused.set_threads(threads).set_isa(i);
+      const R a = evaluate(e, fused);
+      BOOST_TEST(fused.fused_runs() == 1u, what << ": the fused kernel ran");
+      const std::string fa = reference::check(p, ref, at(a));
+      BOOST_TEST(fa.empty(), what << " (fused, " << simd::name(i) << ", " << threads << " threads): " << fa);
+      const R b = evaluate(same, fused);
+      BOOST_TEST(std::memcmp(a.data(), b.data(), sizeof(value_t<E>) * dims_size(dims_of(a))) == 0,
+                 what << " (" << simd::name(i) << "): skipped tiles change the bits of the bool-mask result");
+    }
+  }
+  context rows;
+  rows.set_fused(false);
+  const R c = evaluate(e, rows);
+  BOOST_TEST(rows.fused_runs() == 0u, what << ": the row evaluator ran");
+  const std::string fc = reference::check(p, ref, at(c));
+  BOOST_TEST(fc.empty(), what << " (row by row): " << fc);
+}
+
+// Every named mask over one shape (prefill when Lq is large, decode when it is 16 or fewer).
+template <class T, std::size_t B, std::size_t Lq, std::size_t Lk, std::size_t D, std::size_t Dv>
+void every_mask(unsigned seed, double fill = -std::numeric_limits<double>::infinity()) {
+  data<T, B, Lq, Lk, D, Dv> x(seed);
+  const T s = T(0.3), f = static_cast<T>(fill);
+  const std::string shape = std::string(sizeof(T) == 4 ? "float" : "double") + " B" + std::to_string(B) + " Lq" +
+                            std::to_string(Lq) + " Lk" + std::to_string(Lk) + " fill " + std::to_string(fill) + ": ";
+  const auto S = scale(x.Q * transpose(x.K), s);
+  const auto run = [&](const auto& named, const visible_fn& vis, const std::string& what) {
+    const reference::problem p = x.problem(double(s), vis, double(f));
+    agree(softmax(mask(S, named, f)) * x.V, softmax(mask(S, allowed(x.M), f)) * x.V, p, shape + what);
+  };
+  for (std::size_t w : {std::size_t{1}, std::size_t{37}, Lk / 3 + 1, Lk})
+    run(sliding_window(w), [w](std::size_t t, std::size_t j) { return j <= t && j + w > t; },
+        "sliding_window(" + std::to_string(w) + ")");
+  run(sliding_window(0), [](std::size_t, std::size_t) { return false; }, "sliding_window(0)");
+  run(sliding_window(5, 7), [](std::size_t t, std::size_t j) { return j + 5 >= t && j <= t + 7; }, "sliding_window(5, 7)");
+  run(sliding_window(0, 0), [](std::size_t t, std::size_t j) { return j == t; }, "sliding_window(0, 0)");
+  run(sliding_window(Lk - 1, Lk - 1), [](std::size_t, std::size_t) { return true; }, "sliding_window(Lk-1, Lk-1)");
+  // packed documents, one of them empty
+  const std::array<std::size_t, 5> offs{0, Lk / 4, Lk / 4, Lk / 2 + 3, Lk};
+  const auto doc = [&offs](std::size_t pos) {
+    std::size_t d = 0;
+    while (!(offs[d] <= pos && pos < offs[d + 1])) ++d;
+    return d;
+  };
+  run(documents(offs), [&](std::size_t t, std::size_t j) { return doc(t) == doc(j); }, "documents");
+  for (std::size_t pre : {std::size_t{0}, Lk / 3, Lk})
+    run(prefix_lm(pre), [pre](std::size_t t, std::size_t j) { return j < pre || j <= t; },
+        "prefix_lm(" + std::to_string(pre) + ")");
+  for (std::size_t c : {std::size_t{1}, std::size_t{24}, std::size_t{64}})
+    run(chunked(c), [c](std::size_t t, std::size_t j) { return j / c == t / c; }, "chunked(" + std::to_string(c) + ")");
+  // composed with causal (both orders), and with each other
+  {
+    const reference::problem p = x.problem(double(s), [&](std::size_t t, std::size_t j) { return j <= t && doc(t) == doc(j); }, double(f));
+    agree(softmax(mask(mask(S, causal_bottom_right, f), documents(offs), f)) * x.V,
+          softmax(mask(S, allowed(x.M), f)) * x.V, p, shape + "causal then documents");
+    agree(softmax(mask(mask(S, documents(offs), f), causal_bottom_right, f)) * x.V,
+          softmax(mask(S, allowed(x.M), f)) * x.V, p, shape + "documents then causal");
+  }
+  {
+    const reference::problem p =
+        x.problem(double(s), [](std::size_t t, std::size_t j) { return j / 24 == t / 24 && j + 30 > t && j <= t; }, double(f));
+    agree(softmax(mask(mask(S, chunked(24), f), sliding_window(30), f)) * x.V, softmax(mask(S, allowed(x.M), f)) * x.V,
+          p, shape + "chunked(24), sliding_window(30)");
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(prefill_self_attention) {
+  every_mask<float, 1, 200, 200, 16, 11>(1);
+  every_mask<double, 2, 130, 130, 8, 8>(2);
+}
+
+BOOST_AUTO_TEST_CASE(prefill_fewer_and_more_queries_than_keys) {
+  every_mask<float, 1, 97, 250, 16, 16>(3);   // the queries are the last 97 positions
+  every_mask<double, 1, 90, 70, 8, 5>(4);     // the first 20 queries sit before every key: fully masked
+}
+
+BOOST_AUTO_TEST_CASE(decode_rows) {
+  every_mask<float, 2, 1, 1300, 64, 64>(5);   // one row over 3 decode chunks
+  every_mask<float, 1, 4, 1100, 32, 32>(6);
+  every_mask<double, 1, 3, 700, 16, 16>(7);
+}
+
+// A finite fill: blocked keys keep a weight, so nothing below a start is skipped (and the bits still agree).
+BOOST_AUTO_TEST_CASE(finite_fills) {
+  every_mask<float, 1, 150, 150, 16, 16>(8, -4.0);
+  every_mask<float, 1, 2, 900, 16, 16>(9, 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(through_attention_and_dyn_lengths) {
+  constexpr std::size_t L = 160, D = 16;
+  tensor<float, L, D> Q, K, V;
+  std::mt19937 g(10);
+  normal(Q, g), normal(K, g), normal(V, g);
+  tensor<bool, L, L> M;
+  for (std::size_t i = 0; i < L; ++i)
+    for (std::size_t j = 0; j < L; ++j) M(i, j) = j <= i && j + 40 > i;
+  const tensor<float, L, D> a = evaluate(attention(Q, K, V, sliding_window(40)));
+  const tensor<float, L, D> b = evaluate(attention(Q, K, V, causal, allowed(M)));
+  BOOST_TEST(std::memcmp(a.data(), b.data(), sizeof(float) * dims_size(dims_of(a))) == 0);
+  // dyn sequence lengths: the same results
+  tensor<float, dyn, D> Qd(L), Kd(L), Vd(L);
+  std::copy(Q.begin(), Q.end(), Qd.begin());
+  std::copy(K.begin(), K.end(), Kd.begin());
+  std::copy(V.begin(), V.end(), Vd.begin());
+  const auto c = evaluate(attention(Qd, Kd, Vd, sliding_window(40)));
+  BOOST_TEST(std::memcmp(a.data(), c.data(), sizeof(float) * dims_size(dims_of(a))) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_throws) {
+  constexpr std::size_t L = 20;
+  tensor<float, L, 4> Q, K, V;
+  const auto S = Q * transpose(K);
+  const auto throws = [&](auto&& make, const std::string& text) {
+    try {
+      make();
+      BOOST_TEST(false, "no exception for " << text);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()) == text);
+    }
+  };
+  const std::array<std::size_t, 2> from1{1, L};
+  const std::array<std::size_t, 4> down{0, 12, 8, L};
+  const std::array<std::size_t, 3> short_end{0, 10, L - 1};
+  const std::array<std::size_t, 1> one{0};
+  throws([&] { (void)mask(S, documents(from1)); }, "attnx: mask: documents(offsets): offsets[0] = 1, must be 0");
+  throws([&] { (void)mask(S, documents(down)); },
+         "attnx: mask: documents(offsets): offsets must not decrease, but offsets[1] = 12 > offsets[2] = 8");
+  throws([&] { (void)mask(S, documents(short_end)); },
+         "attnx: mask: documents(offsets): the last offset is 19, must be the number of keys 20");
+  throws([&] { (void)mask(S, documents(one)); }, "attnx: mask: documents(offsets) needs at least two offsets (0 and L_k)");
+  throws([&] { (void)mask(S, sliding_window(21)); }, "attnx: mask: sliding_window(21) is wider than the 20 keys");
+  throws([&] { (void)mask(S, sliding_window(3, 20)); }, "attnx: mask: sliding_window(3, 20) is wider than the 20 keys");
+  throws([&] { (void)mask(S, chunked(0)); }, "attnx: mask: chunked(C) needs C > 0");
+  // offsets changed after the expression was built: checked again when it is evaluated, fused or row by row
+  std::array<std::size_t, 3> offs{0, 10, L};
+  const auto e = softmax(mask(S, documents(offs))) * V;
+  offs[1] = 30;
+  throws([&] { (void)evaluate(e); },
+         "attnx: mask: documents(offsets): offsets must not decrease, but offsets[1] = 30 > offsets[2] = 20");
+  context rows;
+  rows.set_fused(false);
+  throws([&] { (void)evaluate(e, rows); },
+         "attnx: mask: documents(offsets): offsets must not decrease, but offsets[1] = 30 > offsets[2] = 20");
+}
+
+// The same masks in a constant evaluation, against the bool-tensor form.
+namespace {
+constexpr std::size_t CL = 6;
+constexpr tensor<double, CL, 2> cq = tensor<double, CL, 2>::generate([](auto i, auto c) {
+  return double(int(i * 3 + c * 5) % 7 - 3) * 0.5;
+});
+constexpr bool same(const tensor<double, CL, 2>& a, const tensor<double, CL, 2>& b) {
+  for (std::size_t i = 0; i < CL; ++i)
+    for (std::size_t c = 0; c < 2; ++c)
+      if (a(i, c) != b(i, c)) return false;
+  return true;
+}
+constexpr bool window_agrees() {
+  tensor<bool, CL, CL> m{};
+  for (std::size_t i = 0; i < CL; ++i)
+    for (std::size_t j = 0; j < CL; ++j) m(i, j) = j <= i && j + 2 > i;
+  return same(evaluate(attention(cq, cq, cq, sliding_window(2))), evaluate(attention(cq, cq, cq, allowed(m))));
+}
+constexpr bool documents_agree() {
+  const std::array<std::size_t, 3> offs{0, 2, CL};
+  tensor<bool, CL, CL> m{};
+  for (std::size_t i = 0; i < CL; ++i)
+    for (std::size_t j = 0; j < CL; ++j) m(i, j) = (i < 2) == (j < 2);
+  return same(evaluate(attention(cq, cq, cq, documents(offs))), evaluate(attention(cq, cq, cq, allowed(m))));
+}
+static_assert(window_agrees());
+static_assert(documents_agree());
+}  // namespace
