@@ -7,6 +7,8 @@
 //     documents_bidir        documents(5 equal documents)
 //     prefix_lm              prefix_lm(L / 4)
 //     chunked                causal, chunked(1024)
+//     block_sparse           allowed(M), M blocks of 256 x 256 keys, a quarter of them open (the diagonal ones
+//                            among them): 75% of the tiles blocked, skipped from the mask's tile summary
 //   BM_decode_variant/<name>/L  one new token over a cache of L keys: full, or sliding_window(256)
 //   BM_fma_peak              this core's FMA peak, for the ratio
 // Counter "rel" is not set here: scripts/bench_report.py divides each time by causal's of the same L.
@@ -33,8 +35,9 @@ void fill(mat& t, unsigned seed) {
   for (auto& v : t) v = nd(g);
 }
 
-enum class variant { causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked };
-constexpr std::array names{"causal", "window", "window_bool", "documents", "documents_bidir", "prefix_lm", "chunked"};
+enum class variant { causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked, block_sparse };
+constexpr std::array names{"causal",    "window",  "window_bool", "documents", "documents_bidir",
+                           "prefix_lm", "chunked", "block_sparse"};
 
 void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
 
@@ -59,8 +62,13 @@ void BM_variant(benchmark::State& state) {
   std::vector<std::size_t> offs;
   for (std::size_t i = 0; i <= 5; ++i) offs.push_back(L * i / 5);
   attnx::tensor<bool, dyn, dyn> m(L, L);
+  const std::size_t nb = L / 256;  // block_sparse: the diagonal blocks and others up to a quarter of all
+  std::vector<bool> open(nb * nb);
+  for (std::size_t n = 0, opened = 0; n < nb * nb; ++n)
+    open[n] = n / nb == n % nb || (opened < nb * nb / 4 - nb && (n * 7919) % 3 == 0 && ++opened);
   for (std::size_t i = 0; i < L; ++i)
-    for (std::size_t j = 0; j < L; ++j) m(i, j) = j <= i && j + 256 > i;
+    for (std::size_t j = 0; j < L; ++j)
+      m(i, j) = v == variant::block_sparse ? bool(open[(i / 256) * nb + j / 256]) : j <= i && j + 256 > i;
   const auto run = [&](const auto& e) { time_into(state, o, e); };
   switch (v) {
     case variant::causal: run(attnx::attention(q, k, val, attnx::causal)); break;
@@ -70,6 +78,7 @@ void BM_variant(benchmark::State& state) {
     case variant::documents_bidir: run(attnx::attention(q, k, val, attnx::documents(offs))); break;
     case variant::prefix_lm: run(attnx::attention(q, k, val, attnx::prefix_lm(L / 4))); break;
     case variant::chunked: run(attnx::attention(q, k, val, attnx::causal, attnx::chunked(1024))); break;
+    case variant::block_sparse: run(attnx::attention(q, k, val, attnx::allowed(m))); break;
   }
   state.counters["L"] = double(L);
   state.SetLabel(names[static_cast<std::size_t>(v)]);
@@ -91,7 +100,7 @@ void BM_decode_variant(benchmark::State& state) {
 
 BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_variant)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {1024, 4096}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1024, 4096}})
     ->ArgNames({"variant", "L"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

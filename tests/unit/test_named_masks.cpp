@@ -185,6 +185,42 @@ BOOST_AUTO_TEST_CASE(through_attention_and_dyn_lengths) {
   BOOST_TEST(std::memcmp(a.data(), c.data(), sizeof(float) * dims_size(dims_of(a))) == 0);
 }
 
+// A bool mask's tiles: a tile it blocks entirely is skipped, one it allows entirely runs without the element test.
+// Against the same mask written as two (M | E and !E, E one key in every 8 x 8 square that M blocks): neither blocks a
+// whole tile, so every tile is computed, with the same scores.
+BOOST_AUTO_TEST_CASE(bool_mask_tiles_skipped_without_changing_bits) {
+  constexpr std::size_t L = 300, D = 32;
+  tensor<float, L, D> Q, K, V;
+  std::mt19937 g(11);
+  normal(Q, g), normal(K, g), normal(V, g);
+  tensor<bool, L, L> M, M1, M2;
+  std::bernoulli_distribution open(0.25);
+  std::vector<bool> blocks((L / 64 + 1) * (L / 64 + 1));
+  for (std::size_t n = 0; n < blocks.size(); ++n) blocks[n] = open(g);
+  for (std::size_t i = 0; i < L; ++i)
+    for (std::size_t j = 0; j < L; ++j) {
+      M(i, j) = i == j || blocks[(i / 64) * (L / 64 + 1) + j / 64];
+      const bool e = i % 8 == 0 && j % 8 == 0 && !M(i, j);
+      M1(i, j) = M(i, j) || e;
+      M2(i, j) = !e;
+    }
+  for (simd::isa i : simd::supported()) {
+    context ctx;
+    ctx.set_isa(i);
+    const tensor<float, L, D> a = evaluate(attention(Q, K, V, allowed(M)), ctx);
+    const tensor<float, L, D> b = evaluate(attention(Q, K, V, allowed(M1), allowed(M2)), ctx);
+    BOOST_TEST(ctx.fused_runs() == 2u);
+    BOOST_TEST(std::memcmp(a.data(), b.data(), sizeof(float) * L * D) == 0, simd::name(i));
+    // and the row evaluator's values
+    context rows;
+    rows.set_fused(false);
+    const tensor<float, L, D> c = evaluate(attention(Q, K, V, allowed(M)), rows);
+    double worst = 0;
+    for (std::size_t e = 0; e < L * D; ++e) worst = std::max(worst, double(std::abs(a.data()[e] - c.data()[e])));
+    BOOST_TEST(worst < 1e-5, simd::name(i) << ": fused and row by row differ by " << worst);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_input_throws) {
   constexpr std::size_t L = 20;
   tensor<float, L, 4> Q, K, V;

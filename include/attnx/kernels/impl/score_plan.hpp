@@ -69,6 +69,9 @@ struct score_plan {
   // (soft skipping needs the keys' maximum first; poison would need the skipped part scanned).
   bool skip_starts = false;
   bool ranged = false;  // some limit step has a start (a key interval): the keys below it take the program
+  // Boolean mask steps whose blocked scores end as -inf (every later fill -inf, no bias after): a tile they block
+  // entirely weighs exactly 0 and is skipped; one bit per step index.
+  unsigned hard_masks = 0;
 };
 
 template <class T>
@@ -138,6 +141,15 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
   for (std::size_t li = 0; li < plan.n_limits; ++li) {
     plan.any_skippable = plan.any_skippable || plan.skippable[li];
     plan.ranged = plan.ranged || plan.steps[plan.limits[li]].kind == step_kind::key_interval;
+  }
+  for (std::size_t t = 0; t < plan.n; ++t) {
+    if (plan.steps[t].kind != step_kind::boolean_mask || plan.steps[t].value != -inf) continue;
+    bool hard = true;
+    for (std::size_t u = t + 1; u < plan.n && hard; ++u) {
+      const score_step<T>& su = plan.steps[u];
+      hard = is_scale(su.kind) ? su.value > T(0) && su.value < inf : is_replace(su.kind) && su.value == -inf;
+    }
+    if (hard) plan.hard_masks |= 1u << t;
   }
   plan.skip_starts = plan.ranged && plan.any_skippable && plan.skip_final == -inf && plan.poison < 0;
   plan.programmed = plan.programmed || plan.ranged;  // (the decode loops: no key is clear of the program)

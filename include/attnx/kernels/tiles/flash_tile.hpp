@@ -296,7 +296,8 @@ struct kernel {
 
   // The score program after the folded first step, in the expression's order, on keys [j0, j0 + nb).
   static void apply_steps(const attention_problem<T>& p, const score_plan<T>& plan, const shared& s,
-                          const query_block& q, std::size_t b, std::size_t h, std::size_t j0, std::size_t nb) {
+                          const query_block& q, std::size_t b, std::size_t h, std::size_t j0, std::size_t nb,
+                          unsigned allowing) {
     std::size_t li = 0;
     for (std::size_t si = 0; si < plan.n; ++si) {
       const score_step<T>& st = plan.steps[si];
@@ -351,6 +352,7 @@ struct kernel {
           break;
         }
         case step_kind::boolean_mask:
+          if (allowing >> si & 1u) break;  // the mask allows the whole tile
           for (std::size_t r = 0; r < q.rows; ++r)
             for (std::size_t j = 0; j < nb; ++j)
               if (!st.mask.at(b, h, q.i0 + r, j0 + j)) s.st[j * MQ + r] = st.value;
@@ -362,6 +364,34 @@ struct kernel {
         default: break;
       }
     }
+  }
+
+  // How much of the tile (the block's rows, keys [j0, j0 + nb)) a boolean mask allows: the summary that lets a tile
+  // it blocks be skipped and one it allows run without the element test. Read once per tile, as each (query block,
+  // key block) pair is visited once per call; rows of stride 0 (a mask broadcast over queries) are read once.
+  enum class mask_cover { none, some, all };
+  static mask_cover cover(const broadcast<const bool>& m, std::size_t b, std::size_t h, const query_block& q,
+                          std::size_t j0, std::size_t nb) {
+    constexpr std::uint64_t ones = 0x0101010101010101u;  // eight true bools
+    std::uint64_t any = 0, every = ones;
+    const std::size_t rows = m.row == 0 ? 1 : q.rows;
+    for (std::size_t r = 0; r < rows && (every == ones || any == 0); ++r) {
+      const bool* x = &m.at(b, h, q.i0 + r, j0);
+      std::size_t j = 0;
+      if (m.col == 1)  // (contiguous keys: eight at a time)
+        for (; j + 8 <= nb; j += 8) {
+          std::uint64_t w;
+          std::memcpy(&w, x + j, 8);
+          any |= w;
+          every &= w;
+        }
+      for (; j < nb; ++j) {
+        const std::uint64_t v = x[static_cast<std::ptrdiff_t>(j) * m.col] ? ones : 0;
+        any |= v;
+        every &= v;
+      }
+    }
+    return every == ones ? mask_cover::all : any != 0 ? mask_cover::some : mask_cover::none;
   }
 
   // Soft skipping: whether every row of the block gives the skipped keys' largest possible score a
@@ -507,11 +537,18 @@ struct kernel {
       }
     }
     const std::size_t nb = alg::min(BC, (hard ? q.kskip : p.lk) - j0);
+    unsigned allowing = 0;  // boolean steps that allow the whole tile (no element test)
+    for (std::size_t si = 0; si < plan.n; ++si) {
+      if (plan.steps[si].kind != step_kind::boolean_mask) continue;
+      const mask_cover c = cover(plan.steps[si].mask, b, h, q, j0, nb);
+      if (c == mask_cover::none && (plan.hard_masks >> si & 1u)) return;  // every score -inf: weight exactly 0
+      if (c == mask_cover::all) allowing |= 1u << si;
+    }
     if (plan.fast)
       scores<false>(q, kb, p, plan.folded, nb, s);
     else
       scores<true>(q, kb, p, plan.folded, nb, s);
-    if (plan.n > plan.first) apply_steps(p, plan, s, q, b, h, j0, nb);
+    if (plan.n > plan.first) apply_steps(p, plan, s, q, b, h, j0, nb, allowing);
     if (plan.fast)
       softmax_block<true>(s, q, nb, plan.folded);
     else
