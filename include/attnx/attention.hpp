@@ -3,7 +3,7 @@
 //   attention(Q, K, V)             = softmax(scale(Q * transpose(K), 1 / sqrt(d_k))) * V
 //   attention(Q, K, V, causal)     = softmax(mask(scale(...), causal)) * V
 //   attention_weights(Q, K, ...)   = the softmax alone (L_q x L_k), for inspection
-// Masks are applied in order; any mask accepted by mask() may be passed.
+// Masks are applied in order; any mask accepted by mask() may be passed, and softcap(c) (soft-capping, expr/mask.hpp).
 #pragma once
 
 #include <utility>
@@ -50,13 +50,21 @@ constexpr auto scaled_scores(Q&&, K&&) {
 }
 
 namespace detail {
+template <class S, class M>
+constexpr auto apply_one(S&& s, M&& m) {
+  return mask(std::forward<S>(s), std::forward<M>(m));
+}
+template <class S>
+constexpr auto apply_one(S&& s, softcap_value c) {
+  return softcap(std::forward<S>(s), static_cast<value_t<S>>(c.cap));
+}
 template <class S>
 constexpr S&& apply_masks(S&& s) {
   return std::forward<S>(s);
 }
 template <class S, class M, class... Ms>
 constexpr auto apply_masks(S&& s, M&& m, Ms&&... ms) {
-  return apply_masks(mask(std::forward<S>(s), std::forward<M>(m)), std::forward<Ms>(ms)...);
+  return apply_masks(apply_one(std::forward<S>(s), std::forward<M>(m)), std::forward<Ms>(ms)...);
 }
 }  // namespace detail
 

@@ -5,7 +5,7 @@
 //   then each step of the program, in order, with the result rounded to T after each step (so that
 //   float overflow, e.g. -FLT_MAX * 2 = -inf, happens where it happens in float):
 //     multiply x / divide x, causal (top-left / bottom-right), key lengths, key padding, boolean mask:
-//     the blocked score becomes the fill; additive mask: s += bias
+//     the blocked score becomes the fill; additive mask: s += bias; tanh: s = tanh(s)
 //   softmax over j: a row with a NaN score is NaN; a row whose max is -inf is 0; a row whose max is +inf
 //   gives the +inf scores equal shares and the others 0; otherwise exp(s - m) / sum.
 //   o_i = sum over j with w_ij != 0 of w_ij v_j.
@@ -33,7 +33,7 @@
 
 namespace reference {
 
-enum class step : unsigned char { multiply, divide, causal_top_left, causal_bottom_right, key_lengths, key_padding, boolean, additive };
+enum class step : unsigned char { multiply, divide, causal_top_left, causal_bottom_right, key_lengths, key_padding, boolean, additive, tanh };
 
 struct score_step {
   score_step(step k = step::multiply, double v = 1) : kind(k), value(v) {}
@@ -113,6 +113,12 @@ result attention(const problem& p) {
                 x = round_to<T>(x + st.bias[row * p.lk + j]);
                 e = e + std::abs(x) * eps;
                 break;
+              case step::tanh: {  // |tanh'| <= 1; the kernel's tanh is within 4 ulp
+                x = std::tanh(x);
+                e = e + std::abs(x) * 4 * eps;
+                x = round_to<T>(x);
+                break;
+              }
               default:
                 if (blocked(p, st, b, h, i, j)) {
                   x = st.value;

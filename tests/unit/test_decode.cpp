@@ -244,6 +244,7 @@ TEST_UNINSTRUMENTED void reference_loops(const ak::attention_problem<T>& p, cons
               case ak::step_kind::boolean_mask: x = elem(st.mask, b, h, i, j) ? x : val; break;
               case ak::step_kind::additive_mask: x += double(elem(st.bias, b, h, i, j)); break;
               case ak::step_kind::key_interval: x = in_range(st.range, lq, lk, i, j) ? x : val; break;
+              case ak::step_kind::tanh: x = std::tanh(x); break;
             }
           }
           s[j] = x;

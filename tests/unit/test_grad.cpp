@@ -218,6 +218,7 @@ void check_projected_attention(std::size_t n, int mask_kind) {
     if (mask_kind == 3) return evaluate(attention(q, k, v, additive(bias), causal_bottom_right));
     if (mask_kind == 5) return evaluate(attention(q, k, v, sliding_window(n / 2, n / 4)));
     if (mask_kind == 6) return evaluate(attention(q, k, v, causal, documents(offs)));
+    if (mask_kind == 7) return evaluate(attention(q, k, v, softcap(1.5), causal));
     return evaluate(attention(q, k, v, key_lengths(lens)));
   };
   const auto w = weights(n * 6, r);
@@ -233,6 +234,7 @@ void check_projected_attention(std::size_t n, int mask_kind) {
     if (mask_kind == 3) return backward(attention(q, k, v, additive(bias), causal_bottom_right), dy, wrt(x, wq, wk, wv, bias));
     if (mask_kind == 5) return backward(attention(q, k, v, sliding_window(n / 2, n / 4)), dy, wrt(x, wq, wk, wv, bias));
     if (mask_kind == 6) return backward(attention(q, k, v, causal, documents(offs)), dy, wrt(x, wq, wk, wv, bias));
+    if (mask_kind == 7) return backward(attention(q, k, v, softcap(1.5), causal), dy, wrt(x, wq, wk, wv, bias));
     return backward(attention(q, k, v, key_lengths(lens)), dy, wrt(x, wq, wk, wv, bias));
   }();
   const auto f = [&] {
@@ -251,10 +253,11 @@ void check_projected_attention(std::size_t n, int mask_kind) {
 }
 BOOST_AUTO_TEST_CASE(attention_every_mask_kind_dyn_lengths) {
   for (std::size_t n : {1, 3, 17})
-    for (int kind = 0; kind < 7; ++kind) check_projected_attention<dyn>(n, kind);
+    for (int kind = 0; kind < 8; ++kind) check_projected_attention<dyn>(n, kind);
   check_projected_attention<dyn>(65, 1);
   check_projected_attention<dyn>(65, 5);
   check_projected_attention<dyn>(65, 6);
+  check_projected_attention<dyn>(65, 7);
   check_projected_attention<dyn>(65, 3);
 }
 

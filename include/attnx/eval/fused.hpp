@@ -2,9 +2,9 @@
 //
 // An expression  softmax(P) * V  is attention when P is a chain of score nodes ending in a core:
 //   core:    Q * transpose(K),  or  dot_scores(Q, K) (the pairwise dot similarity, a core and a scale)
-//   chain:   scale(P, s) / P * s,  temperature(P, t) / P / s,  -P,
-//            mask(P, causal | causal_bottom_right | key_padding<N> | key_lengths(...) | bool M, fill),
-//            mask(P, additive(M)) / P + M
+//   chain:   scale(P, s) / P * s,  temperature(P, t) / P / s,  -P,  tanh(P) (soft-capping: c * tanh(P / c)),
+//            mask(P, causal | causal_bottom_right | key_padding<N> | key_lengths(...) | named interval | bool M,
+//            fill), mask(P, additive(M)) / P + M
 // in any number and order (at most kernels::max_score_steps nodes), with any fill values, and with Q, K,
 // V, P of one floating-point type and scores of rank 2 to 4. Each node type below is one specialisation
 // of `chain` that is at once the compile-time match (value, steps), the operands it must keep alive while
@@ -147,6 +147,20 @@ struct chain<unary_expr<ops::negate, A>> : chain_link<A> {
   static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
     chain<A>::template extract<S>(h.in, p, d);
     p.multiply(T(-1));
+  }
+};
+
+// tanh(P): logit soft-capping, c * tanh(P / c) (softcap(P, c)), as a divide, a tanh and a multiply step
+template <class A>
+struct chain<unary_expr<ops::tanh, A>> : chain_link<A> {
+  struct held {
+    typename chain<A>::held in;
+    explicit held(const unary_expr<ops::tanh, A>& e) : in(e.operand()) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
+    chain<A>::template extract<S>(h.in, p, d);
+    p.tanh();
   }
 };
 

@@ -18,6 +18,7 @@
 //                                         a query sees its own document's keys (compose with causal)
 //   mask(S, prefix_lm(P))                 the first P keys seen by every query, causal after them (T5's prefix LM)
 //   mask(S, chunked(C))                   chunks of C positions see only their own chunk (Llama 4; compose with causal)
+// and a score function beside them: softcap(S, c) = c tanh(S / c), or softcap(c) among attention()'s masks.
 // Masks compose: mask(mask(S, causal), key_lengths(lens)).
 #pragma once
 
@@ -97,6 +98,20 @@ constexpr key_range_mask chunked(std::size_t c) noexcept {
   key_range r{range_kind::chunks};
   r.size = c;
   return {r};
+}
+
+// Logit soft-capping (Gemma 2, Grok): c tanh(S / c), the scores squashed into (-c, c). softcap(S, c) is that expression
+// (the fused kernel takes it as three steps of its program, vectorised); softcap(c) passes it to attention() among
+// the masks, in order: attention(Q, K, V, softcap(50.f), causal). c must be a positive finite number.
+struct softcap_value {
+  double cap;
+};
+constexpr softcap_value softcap(double c) noexcept { return {c}; }
+template <expression A>
+constexpr auto softcap(A&& s, value_t<A> c) {
+  if (!(c > value_t<A>(0) && c <= std::numeric_limits<value_t<A>>::max()))
+    ATTNX_THROW(std::invalid_argument("attnx: softcap: the cap must be a positive finite number, not " + std::to_string(double(c))));
+  return tanh(std::forward<A>(s) / c) * c;
 }
 
 // additive(M): M added to the scores (a bias, or 0 and -inf), broadcast to their shape.

@@ -404,6 +404,8 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
   static const auto& core(const binary_expr<Op, A, U>& x) { return core(x.lhs()); }
   template <class A>
   static const auto& core(const unary_expr<ops::negate, A>& x) { return core(x.operand()); }
+  template <class A>
+  static const auto& core(const unary_expr<ops::tanh, A>& x) { return core(x.operand()); }
   template <class A, class Kind>
   static const auto& core(const masked_expr<A, Kind>& x) { return core(x.operand()); }
   template <class C>
@@ -455,6 +457,8 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
   }
   template <class Acc, class A>
   static bool biased(const unary_expr<ops::negate, A>& x, const Acc& acc) { return biased(x.operand(), acc); }
+  template <class Acc, class A>
+  static bool biased(const unary_expr<ops::tanh, A>& x, const Acc& acc) { return biased(x.operand(), acc); }
   template <class Acc, class X>
   static bool biased(const X&, const Acc&) { return false; }  // the core
   template <class G, class Acc>

@@ -5,10 +5,10 @@
 //   o_i  = sum_j softmax_j(s_i.) v_j                    (v_j row j of V(b, g))
 // The score program is the expression's own chain, innermost first: multiplications and divisions by
 // numbers (scale, temperature), masks that replace blocked scores by their fill value (causal,
-// key lengths, key padding, boolean) and additive masks (biases). Applying the steps in the order the
-// expression has them is what makes the kernel agree with the row-by-row evaluator on every special
-// value (docs/design.md, "Semantics of special values"). softmax has the evaluator's rules: a row of
-// -inf gives 0, NaN makes the row NaN, +inf entries share the weight.
+// key lengths, key padding, named key intervals, boolean), additive masks (biases) and tanh (soft-capping).
+// Applying the steps in the order the expression has them is what makes the kernel agree with the
+// row-by-row evaluator on every special value (docs/design.md, "Semantics of special values"). softmax
+// has the evaluator's rules: a row of -inf gives 0, NaN makes the row NaN, +inf entries share the weight.
 #pragma once
 
 #include <array>
@@ -42,7 +42,8 @@ enum class step_kind : unsigned char {
   key_padding,          // j >= length: s = value
   boolean_mask,         // !mask(b, h, i, j): s = value
   additive_mask,        // s += bias(b, h, i, j)
-  key_interval          // j outside [lo(i), hi(i)) of a named mask (key_range below): s = value
+  key_interval,         // j outside [lo(i), hi(i)) of a named mask (key_range below): s = value
+  tanh                  // s = tanh(s) (logit soft-capping: c tanh(s / c), with the factors around it)
 };
 
 // The named masks' key intervals (sliding_window, documents, prefix_lm, chunked): attnx/util/key_range.hpp.
@@ -121,6 +122,7 @@ struct attention_problem {
     s.range = r;
     return push(s);
   }
+  attention_problem& tanh() { return push({step_kind::tanh, T(0)}); }
   attention_problem& push(const score_step<T>& s) {
     if (n_steps == max_score_steps)
       ATTNX_THROW(std::length_error("attnx::kernels::attention_problem: more than " + std::to_string(max_score_steps) +

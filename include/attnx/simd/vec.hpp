@@ -30,6 +30,8 @@
 //   any_abs_above(x, t)     whether any lane has |x| > t
 //   any_above(x, t)         whether any lane has x > t (NaN lanes are not)
 //   below_or(x, lim, j, f)  x in the lanes where j < lim, f elsewhere
+//   abs(x), copysign(m, s)  |x|; |m| with the sign of s (NaN kept)
+//   less_or(a, t, x, f)     x in the lanes where a < t, f elsewhere (NaN lanes of a: f)
 //   where_flags(p, x, f)    x in the lanes whose flag p[lane] (W bools in a row) is true, f elsewhere
 //
 // The vector specialisations live in simd/vec_avx2.hpp and simd/vec_avx512.hpp, each compiled for its
@@ -95,6 +97,15 @@ struct vec<T, scalar_t> {
   static bool any_abs_above(reg x, T t) { return (x < 0 ? -x : x) > t; }
   static bool any_above(reg x, T t) { return x > t; }
   static reg below_or(reg x, reg lim, T j, reg f) { return j < lim ? x : f; }
+  static reg abs(reg x) {
+    if constexpr (std::is_same_v<T, float>) return __builtin_fabsf(x);
+    else return __builtin_fabs(x);
+  }
+  static reg copysign(reg m, reg s) {
+    if constexpr (std::is_same_v<T, float>) return __builtin_copysignf(m, s);
+    else return __builtin_copysign(m, s);
+  }
+  static reg less_or(reg a, reg t, reg x, reg f) { return a < t ? x : f; }
   static reg where_flags(const bool* p, reg x, reg f) { return *p ? x : f; }
 
  private:

@@ -114,6 +114,12 @@ struct vec<float, avx2_t> {
   static reg below_or(reg x, reg lim, float j, reg f) {
     return _mm256_blendv_ps(f, x, _mm256_cmp_ps(_mm256_set1_ps(j), lim, _CMP_LT_OQ));
   }
+  static reg abs(reg x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+  static reg copysign(reg m, reg s) {
+    const reg sign = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign, m), _mm256_and_ps(sign, s));
+  }
+  static reg less_or(reg a, reg t, reg x, reg f) { return _mm256_blendv_ps(f, x, _mm256_cmp_ps(a, t, _CMP_LT_OQ)); }
   static reg where_flags(const bool* p, reg x, reg f) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     return _mm256_blendv_ps(f, x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(b, _mm256_setzero_si256())));
@@ -196,6 +202,12 @@ struct vec<double, avx2_t> {
   static reg below_or(reg x, reg lim, double j, reg f) {
     return _mm256_blendv_pd(f, x, _mm256_cmp_pd(_mm256_set1_pd(j), lim, _CMP_LT_OQ));
   }
+  static reg abs(reg x) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x); }
+  static reg copysign(reg m, reg s) {
+    const reg sign = _mm256_set1_pd(-0.0);
+    return _mm256_or_pd(_mm256_andnot_pd(sign, m), _mm256_and_pd(sign, s));
+  }
+  static reg less_or(reg a, reg t, reg x, reg f) { return _mm256_blendv_pd(f, x, _mm256_cmp_pd(a, t, _CMP_LT_OQ)); }
   static reg where_flags(const bool* p, reg x, reg f) {
     std::int32_t four;
     std::memcpy(&four, p, 4);

@@ -157,6 +157,14 @@ struct vec<float, avx512_t> {
   static reg below_or(reg x, reg lim, float j, reg f) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_set1_ps(j), lim, _CMP_LT_OQ), f, x);
   }
+  static reg abs(reg x) { return _mm512_abs_ps(x); }
+  static reg copysign(reg m, reg s) {
+    // (|m| | sign of s: _mm512_andnot_si512 draws a false -Wmaybe-uninitialized from GCC 12's header)
+    const __m512i sign = _mm512_castps_si512(_mm512_set1_ps(-0.0f));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_abs_ps(m)),
+                                                     _mm512_and_si512(sign, _mm512_castps_si512(s))));
+  }
+  static reg less_or(reg a, reg t, reg x, reg f) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, t, _CMP_LT_OQ), f, x); }
   static reg where_flags(const bool* p, reg x, reg f) {
     const __m512i b = _mm512_maskz_cvtepu8_epi32(all, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm512_mask_blend_ps(_mm512_test_epi32_mask(b, b), f, x);
@@ -248,6 +256,14 @@ struct vec<double, avx512_t> {
   static reg below_or(reg x, reg lim, double j, reg f) {
     return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(_mm512_set1_pd(j), lim, _CMP_LT_OQ), f, x);
   }
+  static reg abs(reg x) { return _mm512_abs_pd(x); }
+  static reg copysign(reg m, reg s) {
+    // (|m| | sign of s: _mm512_andnot_si512 draws a false -Wmaybe-uninitialized from GCC 12's header)
+    const __m512i sign = _mm512_castpd_si512(_mm512_set1_pd(-0.0));
+    return _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(_mm512_abs_pd(m)),
+                                                     _mm512_and_si512(sign, _mm512_castpd_si512(s))));
+  }
+  static reg less_or(reg a, reg t, reg x, reg f) { return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, t, _CMP_LT_OQ), f, x); }
   static reg where_flags(const bool* p, reg x, reg f) {
     const __m512i b = _mm512_maskz_cvtepu8_epi64(all, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     return _mm512_mask_blend_pd(_mm512_test_epi64_mask(b, b), f, x);

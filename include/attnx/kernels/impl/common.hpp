@@ -67,6 +67,20 @@ inline constexpr auto exp2_coefficients<double> = std::array<double, 12>{
     0.000015252733841556772589, 1.3215432535912376166e-6, 1.0178057087733941105e-7,
     7.0741942972885210056e-9, 4.455817908336064493e-10};
 
+// tanh x = x + x z (c[0] + c[1] z + ...), z = x^2, on |x| < 1/4: the Taylor series (c[k] = 2^(2n) (2^(2n) - 1)
+// B_(2n) / (2n)! with n = k + 2, B the Bernoulli numbers), one term beyond the last that matters at 1/4
+// (the next one is below 2^-26 of tanh (float), 2^-55 (double)).
+template <class T>
+inline constexpr auto tanh_coefficients = std::array<T, 0>{};
+template <>
+inline constexpr auto tanh_coefficients<float> = std::array<float, 5>{
+    -0.33333333333333333f, 0.13333333333333333f, -0.053968253968253968f, 0.021869488536155203f, -0.0088632355299021966f};
+template <>
+inline constexpr auto tanh_coefficients<double> = std::array<double, 11>{
+    -0.33333333333333333333, 0.13333333333333333333, -0.053968253968253968254, 0.021869488536155202822,
+    -0.0088632355299021965689, 0.0035921280365724810169, -0.0014558343870513182682, 0.00059002744094558598138,
+    -0.00023912911424355248149, 0.000096915379569294503256, -0.000039278323883316834053};
+
 template <class T>
 inline constexpr T log2e = T(1.442695040888963407359924681001892137L);
 

@@ -233,6 +233,7 @@ bool kv_shared_by_batch(const attention_problem<T>& p) {
     switch (st.kind) {
       case step_kind::multiply:
       case step_kind::divide:
+      case step_kind::tanh:
       case step_kind::key_padding: break;
       case step_kind::key_lengths:
         for (std::size_t b = 1; b < p.batch; ++b)

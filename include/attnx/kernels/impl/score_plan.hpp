@@ -117,6 +117,8 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
         for (std::size_t v = 0; v < nv; ++v) vals[v] /= su.value;
       } else if (is_replace(su.kind)) {
         vals[nv++] = su.value;
+      } else if (su.kind == step_kind::tanh) {
+        for (std::size_t v = 0; v < nv; ++v) vals[v] = math::rt::tanh(vals[v]);
       } else {
         additive_at = u;
       }

@@ -114,6 +114,12 @@ struct decode_ops {
           if (!st.mask.at(it.b, h, i, j)) x = st.value;
           break;
         case step_kind::additive_mask: x += st.bias.at(it.b, h, i, j); break;
+        case step_kind::tanh: {  // (the vector routine, so that a lone score has the bits of a whole group)
+          alignas(64) T lanes[W];
+          V::store(lanes, kernel<T>::tanh(V::set1(x)));
+          x = lanes[0];
+          break;
+        }
         default: break;
       }
     }
@@ -147,6 +153,7 @@ struct decode_ops {
           x = V::add(x, V::loadu(group(&st.bias.at(it.b, h, i, j0), st.bias.col, a)));
           break;
         }
+        case step_kind::tanh: x = kernel<T>::tanh(x); break;
         default: break;  // a limit: the group is below it
       }
     }

@@ -74,6 +74,23 @@ struct kernel {
     for (std::size_t i = c.size() - 1; i-- > 0;) p = V::fmadd(p, f, V::set1(c[i]));
     return V::scale_pow2(p, n);
   }
+  // tanh x: on |x| < 1/4 the series (tanh_coefficients), above it (1 - e) / (1 + e) with e = exp(-2 |x|) in (0, 0.61]
+  // (no cancellation worth a bit); the sign put back. tanh(+-inf) = +-1, NaN stays NaN (exp2 keeps it).
+  static R tanh(R x) {
+    const R a = V::abs(x);
+    const R e = exp2(V::mul(a, V::set1(T(-2) * log2e<T>)));
+    const R one = V::set1(T(1));
+    const R big = V::div(V::sub(one, e), V::add(one, e));
+    const R z = V::mul(a, a);
+    constexpr auto& c = tanh_coefficients<T>;
+    R p = V::set1(c[c.size() - 1]);
+    for (std::size_t i = c.size() - 1; i-- > 0;) p = V::fmadd(p, z, V::set1(c[i]));
+    const R small = V::fmadd(V::mul(a, z), p, a);
+    return V::copysign(V::less_or(a, V::set1(T(0.25)), small, big), x);
+  }
+  static void tanh_n(const T* in, T* out, std::size_t n) {
+    for (std::size_t i = 0; i < n; i += W) V::store(out + i, tanh(V::load(in + i)));
+  }
   // out[i] = 2^in[i] for n a multiple of W (for tests: pointers cross the target boundary, vectors do not).
   static void exp2_n(const T* in, T* out, std::size_t n) {
     for (std::size_t i = 0; i < n; i += W) V::store(out + i, exp2(V::load(in + i)));
@@ -360,6 +377,13 @@ struct kernel {
         case step_kind::additive_mask:
           for (std::size_t r = 0; r < q.rows; ++r)
             for (std::size_t j = 0; j < nb; ++j) s.st[j * MQ + r] += st.bias.at(b, h, q.i0 + r, j0 + j);
+          break;
+        case step_kind::tanh:
+          for (std::size_t j = 0; j < nb; ++j)
+            for (std::size_t i = 0; i < NI; ++i) {
+              T* x = s.st + j * MQ + i * W;
+              V::store(x, tanh(V::load(x)));
+            }
           break;
         default: break;
       }

@@ -1,9 +1,9 @@
-// The named masks of one key interval per query: sliding_window (causal and two-sided), documents, prefix_lm,
-// chunked. Each against the double reference (reference.hpp) with the mask written out as a plain predicate on
+// Attention variants. The named masks of one key interval per query: sliding_window (causal and two-sided),
+// documents, prefix_lm, chunked; bool masks' tile summary; soft-capping (softcap). Each against the double reference (reference.hpp) with the mask written out as a plain predicate on
 // (i, j) here; fused (every instruction set) and row by row; the prefill and the decode kernel; their skipped tiles
 // against the same mask given as a bool tensor, whose tiles are all computed (the same bits); special cases
 // (a window of 0, empty documents, more queries than keys, finite fills); the rules on bad input.
-#define BOOST_TEST_MODULE named_masks
+#define BOOST_TEST_MODULE variants
 #include <boost/test/unit_test.hpp>
 
 #include <attnx/attnx.hpp>
@@ -44,7 +44,8 @@ struct data {
     std::mt19937 g(seed);
     normal(Q, g), normal(K, g), normal(V, g);
   }
-  reference::problem problem(double scale, const visible_fn& visible, double fill) {
+  // with cap > 0: softcap(s Q K^T, cap) before the mask
+  reference::problem problem(double scale, const visible_fn& visible, double fill, double cap = 0) {
     reference::problem p;
     p.batch = B, p.lq = Lq, p.lk = Lk, p.dk = D, p.dv = Dv;
     p.q.assign(Q.begin(), Q.end());
@@ -58,13 +59,18 @@ struct data {
         M(i, j) = ok;
         for (std::size_t b = 0; b < B; ++b) s.allowed[(b * Lq + i) * Lk + j] = ok;
       }
-    p.steps = {reference::score_step{reference::step::multiply, scale}, s};
+    p.steps = {reference::score_step{reference::step::multiply, scale}};
+    if (cap > 0)
+      p.steps.insert(p.steps.end(), {reference::score_step{reference::step::divide, cap},
+                                     reference::score_step{reference::step::tanh},
+                                     reference::score_step{reference::step::multiply, cap}});
+    p.steps.push_back(s);
     return p;
   }
 };
 
 // e fused on every instruction set and row by row against the reference, and fused against `same` (the mask as a
-// bool tensor) bit for bit.
+// bool tensor) bit for bit unless it is nullptr.
 template <class E, class F>
 void agree(const E& e, const F& same, const reference::problem& p, const std::string& what) {
   using R = result_t<E>;
@@ -80,9 +86,11 @@ void agree(const E& e, const F& same, const reference::problem& p, const std::st
       BOOST_TEST(fused.fused_runs() == 1u, what << ": the fused kernel ran");
       const std::string fa = reference::check(p, ref, at(a));
       BOOST_TEST(fa.empty(), what << " (fused, " << simd::name(i) << ", " << threads << " threads): " << fa);
-      const R b = evaluate(same, fused);
-      BOOST_TEST(std::memcmp(a.data(), b.data(), sizeof(value_t<E>) * dims_size(dims_of(a))) == 0,
-                 what << " (" << simd::name(i) << "): skipped tiles change the bits of the bool-mask result");
+      if constexpr (!std::is_same_v<F, std::nullptr_t>) {
+        const R b = evaluate(same, fused);
+        BOOST_TEST(std::memcmp(a.data(), b.data(), sizeof(value_t<E>) * dims_size(dims_of(a))) == 0,
+                   what << " (" << simd::name(i) << "): skipped tiles change the bits of the bool-mask result");
+      }
     }
   }
   context rows;
@@ -141,7 +149,51 @@ void every_mask(unsigned seed, double fill = -std::numeric_limits<double>::infin
   }
 }
 
+// Soft-capping, alone and under masks, prefill and decode.
+template <class T, std::size_t B, std::size_t Lq, std::size_t Lk, std::size_t D, std::size_t Dv>
+void softcapped(unsigned seed) {
+  data<T, B, Lq, Lk, D, Dv> x(seed);
+  for (auto& v : x.Q) v *= T(3);  // scores of a few tens: the cap bites
+  const T s = T(0.3);
+  const std::string shape = std::string(sizeof(T) == 4 ? "float" : "double") + " B" + std::to_string(B) + " Lq" +
+                            std::to_string(Lq) + " Lk" + std::to_string(Lk) + ": ";
+  const auto S = scale(x.Q * transpose(x.K), s);
+  constexpr double ninf = -std::numeric_limits<double>::infinity();
+  for (T cap : {T(5), T(30)}) {
+    const std::string c = "softcap " + std::to_string(double(cap));
+    agree(softmax(softcap(S, cap)) * x.V, nullptr,
+          x.problem(double(s), [](std::size_t, std::size_t) { return true; }, ninf, double(cap)), shape + c);
+    agree(softmax(mask(softcap(S, cap), causal_bottom_right)) * x.V, nullptr,
+          x.problem(double(s), [](std::size_t t, std::size_t j) { return j <= t; }, ninf, double(cap)),
+          shape + c + ", causal");
+    agree(softmax(mask(softcap(S, cap), sliding_window(40))) * x.V, nullptr,
+          x.problem(double(s), [](std::size_t t, std::size_t j) { return j <= t && j + 40 > t; }, ninf, double(cap)),
+          shape + c + ", sliding_window(40)");
+    agree(softmax(mask(softcap(S, cap), causal_bottom_right, T(-1e4))) * x.V, nullptr,
+          x.problem(double(s), [](std::size_t t, std::size_t j) { return j <= t; }, -1e4, double(cap)),
+          shape + c + ", causal with a finite fill");
+  }
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(soft_capping) {
+  softcapped<float, 1, 200, 200, 16, 16>(20);
+  softcapped<double, 2, 97, 130, 8, 8>(21);
+  softcapped<float, 2, 1, 1300, 64, 64>(22);  // decode
+  softcapped<float, 1, 3, 700, 32, 32>(23);
+  softcapped<double, 1, 4, 600, 16, 16>(24);
+  // through attention(), and the rule on the cap
+  constexpr std::size_t L = 50;
+  tensor<float, L, 8> Q, K, V;
+  std::mt19937 g(25);
+  normal(Q, g), normal(K, g), normal(V, g);
+  const auto a = evaluate(attention(Q, K, V, softcap(2.f), causal));
+  const auto b = evaluate(softmax(mask(softcap(scaled_scores(Q, K), 2.f), causal)) * V);
+  BOOST_TEST(std::memcmp(a.data(), b.data(), sizeof(float) * L * 8) == 0);
+  for (float bad : {0.f, -1.f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
+    BOOST_CHECK_THROW((void)softcap(Q * transpose(K), bad), std::invalid_argument);
+}
 
 BOOST_AUTO_TEST_CASE(prefill_self_attention) {
   every_mask<float, 1, 200, 200, 16, 11>(1);
@@ -283,6 +335,22 @@ constexpr bool documents_agree() {
     for (std::size_t j = 0; j < CL; ++j) m(i, j) = (i < 2) == (j < 2);
   return same(evaluate(attention(cq, cq, cq, documents(offs))), evaluate(attention(cq, cq, cq, allowed(m))));
 }
+// Soft-capping in a constant evaluation: the row evaluators (constexpr tanh) give every weight in (0, 1) and rows that
+// sum to one.
+constexpr bool softcap_in_constexpr() {
+  const auto w = evaluate(attention_weights(cq, cq, softcap(0.5), sliding_window(3)));
+  for (std::size_t i = 0; i < CL; ++i) {
+    double sum = 0;
+    for (std::size_t j = 0; j < CL; ++j) {
+      const bool seen = j <= i && j + 3 > i;
+      if (seen != (w(i, j) > 0)) return false;
+      sum += w(i, j);
+    }
+    if (sum < 1 - 1e-12 || sum > 1 + 1e-12) return false;
+  }
+  return true;
+}
+static_assert(softcap_in_constexpr());
 static_assert(window_agrees());
 static_assert(documents_agree());
 }  // namespace
