@@ -10,6 +10,7 @@
 //     block_sparse           allowed(M), M blocks of 256 x 256 keys, a quarter of them open (the diagonal ones
 //                            among them): 75% of the tiles blocked, skipped from the mask's tile summary
 //     softcap                softcap(30), causal                         (Gemma 2: c tanh(S / c) in the kernel)
+//     alibi                  causal, alibi()                             (BLOOM, MPT: the linear bias in the kernel)
 //   BM_decode_variant/<name>/L  one new token over a cache of L keys: full, or sliding_window(256)
 //   BM_fma_peak              this core's FMA peak, for the ratio
 // Counter "rel" is not set here: scripts/bench_report.py divides each time by causal's of the same L.
@@ -36,9 +37,9 @@ void fill(mat& t, unsigned seed) {
   for (auto& v : t) v = nd(g);
 }
 
-enum class variant { causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked, block_sparse, softcap };
-constexpr std::array names{"causal",    "window",  "window_bool",  "documents", "documents_bidir",
-                           "prefix_lm", "chunked", "block_sparse", "softcap"};
+enum class variant { causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked, block_sparse, softcap, alibi };
+constexpr std::array names{"causal",  "window",       "window_bool", "documents", "documents_bidir", "prefix_lm",
+                           "chunked", "block_sparse", "softcap",     "alibi"};
 
 void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
 
@@ -81,6 +82,7 @@ void BM_variant(benchmark::State& state) {
     case variant::chunked: run(attnx::attention(q, k, val, attnx::causal, attnx::chunked(1024))); break;
     case variant::block_sparse: run(attnx::attention(q, k, val, attnx::allowed(m))); break;
     case variant::softcap: run(attnx::attention(q, k, val, attnx::softcap(30.f), attnx::causal)); break;
+    case variant::alibi: run(attnx::attention(q, k, val, attnx::causal, attnx::alibi())); break;
   }
   state.counters["L"] = double(L);
   state.SetLabel(names[static_cast<std::size_t>(v)]);
@@ -102,7 +104,7 @@ void BM_decode_variant(benchmark::State& state) {
 
 BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_variant)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8}, {1024, 4096}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {1024, 4096}})
     ->ArgNames({"variant", "L"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

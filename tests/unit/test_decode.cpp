@@ -245,6 +245,9 @@ TEST_UNINSTRUMENTED void reference_loops(const ak::attention_problem<T>& p, cons
               case ak::step_kind::additive_mask: x += double(elem(st.bias, b, h, i, j)); break;
               case ak::step_kind::key_interval: x = in_range(st.range, lq, lk, i, j) ? x : val; break;
               case ak::step_kind::tanh: x = std::tanh(x); break;
+              case ak::step_kind::linear_bias:
+                x -= st.slopes[st.n_slopes == 1 ? 0 : h] * (double(i + lk) - double(lq) - double(j));
+                break;
             }
           }
           s[j] = x;

@@ -7,6 +7,7 @@
 #include <attnx/attnx.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -208,6 +209,7 @@ void check_projected_attention(std::size_t n, int mask_kind) {
     for (std::size_t j = 0; j < n; ++j) allow(i, j) = (i + 2 * j) % 3 != 0 || j == 0, bias(i, j) = r.uniform(-1, 1);
   const std::vector<std::size_t> lens{n > 2 ? n - 2 : n};
   const std::vector<std::size_t> offs{0, n / 3, n / 3, n};
+  const std::array<double, 1> slope{0.3};
   const auto y = [&] {
     const auto q = x * wq;
     const auto k = x * wk;
@@ -219,6 +221,7 @@ void check_projected_attention(std::size_t n, int mask_kind) {
     if (mask_kind == 5) return evaluate(attention(q, k, v, sliding_window(n / 2, n / 4)));
     if (mask_kind == 6) return evaluate(attention(q, k, v, causal, documents(offs)));
     if (mask_kind == 7) return evaluate(attention(q, k, v, softcap(1.5), causal));
+    if (mask_kind == 8) return evaluate(attention(q, k, v, causal, alibi(slope)));
     return evaluate(attention(q, k, v, key_lengths(lens)));
   };
   const auto w = weights(n * 6, r);
@@ -235,6 +238,7 @@ void check_projected_attention(std::size_t n, int mask_kind) {
     if (mask_kind == 5) return backward(attention(q, k, v, sliding_window(n / 2, n / 4)), dy, wrt(x, wq, wk, wv, bias));
     if (mask_kind == 6) return backward(attention(q, k, v, causal, documents(offs)), dy, wrt(x, wq, wk, wv, bias));
     if (mask_kind == 7) return backward(attention(q, k, v, softcap(1.5), causal), dy, wrt(x, wq, wk, wv, bias));
+    if (mask_kind == 8) return backward(attention(q, k, v, causal, alibi(slope)), dy, wrt(x, wq, wk, wv, bias));
     return backward(attention(q, k, v, key_lengths(lens)), dy, wrt(x, wq, wk, wv, bias));
   }();
   const auto f = [&] {
@@ -253,11 +257,12 @@ void check_projected_attention(std::size_t n, int mask_kind) {
 }
 BOOST_AUTO_TEST_CASE(attention_every_mask_kind_dyn_lengths) {
   for (std::size_t n : {1, 3, 17})
-    for (int kind = 0; kind < 8; ++kind) check_projected_attention<dyn>(n, kind);
+    for (int kind = 0; kind < 9; ++kind) check_projected_attention<dyn>(n, kind);
   check_projected_attention<dyn>(65, 1);
   check_projected_attention<dyn>(65, 5);
   check_projected_attention<dyn>(65, 6);
   check_projected_attention<dyn>(65, 7);
+  check_projected_attention<dyn>(65, 8);
   check_projected_attention<dyn>(65, 3);
 }
 
@@ -582,6 +587,8 @@ BOOST_AUTO_TEST_CASE(fused_backward_matches_the_rules) {
       "documents");
   check_fused_matches_rules([&] { return grad(attention(qc, kc, vc, chunked(16), prefix_lm(20)), wrt(qc, kc, vc)); },
                             1e-12, "chunked and prefix_lm");
+  check_fused_matches_rules([&] { return grad(attention(qc, kc, vc, causal_bottom_right, alibi()), wrt(qc, kc, vc)); },
+                            1e-12, "alibi");
   check_fused_matches_rules(
       [&] { return grad(hadamard(softmax(dot_scores(qc, kc, 0.3)) * vc, softmax(dot_scores(qc, kc, 0.3)) * vc), wrt(qc, kc, vc)); },
       1e-12, "a sub-expression used twice");

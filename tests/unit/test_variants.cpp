@@ -195,6 +195,57 @@ BOOST_AUTO_TEST_CASE(soft_capping) {
     BOOST_CHECK_THROW((void)softcap(Q * transpose(K), bad), std::invalid_argument);
 }
 
+// ALiBi over (B, H, L, d): the bias written out, -m_h (t - j), as an additive step of the reference.
+template <class T, std::size_t H, std::size_t Lq, std::size_t Lk, std::size_t D>
+void alibi_case(unsigned seed, bool standard) {
+  tensor<T, 1, H, Lq, D> Q;
+  tensor<T, 1, H, Lk, D> K, V;
+  std::mt19937 g(seed);
+  normal(Q, g), normal(K, g), normal(V, g);
+  std::array<double, H> m{};
+  for (std::size_t h = 0; h < H; ++h) m[h] = standard ? std::exp2(-8.0 * double(h + 1) / double(H)) : 0.1 * double(h + 1);
+  reference::problem p;
+  p.batch = 1, p.heads = H, p.kv_heads = H, p.lq = Lq, p.lk = Lk, p.dk = D, p.dv = D;
+  p.q.assign(Q.begin(), Q.end());
+  p.k.assign(K.begin(), K.end());
+  p.v.assign(V.begin(), V.end());
+  reference::score_step bias{reference::step::additive};
+  for (std::size_t h = 0; h < H; ++h)
+    for (std::size_t i = 0; i < Lq; ++i)
+      for (std::size_t j = 0; j < Lk; ++j) bias.bias.push_back(-m[h] * (double(i + Lk - Lq) - double(j)));
+  const T s = T(0.25);
+  p.steps = {reference::score_step{reference::step::multiply, double(s)},
+             reference::score_step{reference::step::causal_bottom_right, -std::numeric_limits<double>::infinity()}, bias};
+  const auto S = mask(scale(Q * transpose(K), s), causal_bottom_right);
+  const std::string what = std::string(sizeof(T) == 4 ? "float" : "double") + " H" + std::to_string(H) + " Lq" +
+                           std::to_string(Lq) + " Lk" + std::to_string(Lk) + (standard ? " alibi()" : " alibi(slopes)");
+  if (standard) agree(softmax(mask(S, alibi())) * V, nullptr, p, what);
+  else agree(softmax(mask(S, alibi(m))) * V, nullptr, p, what);
+}
+
+BOOST_AUTO_TEST_CASE(alibi_linear_bias) {
+  alibi_case<float, 4, 150, 150, 16>(30, true);
+  alibi_case<double, 2, 70, 100, 8>(31, false);
+  alibi_case<float, 8, 1, 900, 64>(32, true);  // decode
+  alibi_case<float, 2, 3, 600, 32>(33, false);
+  alibi_case<double, 4, 2, 300, 16>(34, true);
+  // the standard slopes: 2^(-8 (h + 1) / H), and BLOOM's interleaving for 6 heads
+  const alibi_bias s8 = alibi_slopes(8), s6 = alibi_slopes(6);
+  for (std::size_t h = 0; h < 8; ++h) BOOST_TEST(s8.slopes[h] == std::exp2(-double(h + 1)), "8 heads, slope " << h);
+  const double want6[] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  for (std::size_t h = 0; h < 6; ++h) BOOST_TEST(std::abs(s6.slopes[h] - want6[h]) < 1e-15, "6 heads, slope " << h);
+  // rules: a slope count that is neither 1 nor the head count
+  tensor<float, 1, 4, 10, 8> q;
+  const std::array<double, 3> three{0.1, 0.2, 0.3};
+  try {
+    (void)mask(q * transpose(q), alibi(three));
+    BOOST_TEST(false, "no exception for 3 slopes over 4 heads");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()) == "attnx: alibi: 3 slopes for 4 heads (one per head, or one for all)");
+  }
+  BOOST_CHECK_THROW((void)alibi_slopes(0), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(prefill_self_attention) {
   every_mask<float, 1, 200, 200, 16, 11>(1);
   every_mask<double, 2, 130, 130, 8, 8>(2);

@@ -687,6 +687,7 @@ struct evaluator<masked_expr<A, Kind>> {
     // The lengths live in the caller's memory: checked again now, as the fused path does.
     if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind, d);
     if constexpr (std::is_same_v<Kind, key_range_mask>) check_key_range_mask<S>(kind, d);
+    if constexpr (S::rank >= 4) heads = d[S::rank - 3];
   }
 
   constexpr void begin_row(std::size_t r) {
@@ -702,6 +703,9 @@ struct evaluator<masked_expr<A, Kind>> {
       const key_span span = range_span(kind.range, Lq, Lk, r % Lq);
       start = span.lo;
       limit = static_cast<std::ptrdiff_t>(span.hi);
+    } else if constexpr (std::is_same_v<Kind, alibi_bias>) {  // (kernels::linear_bias_at's operations)
+      slope = static_cast<T>(kind.slopes[kind.count == 1 ? 0 : (r / Lq) % heads]);
+      from = static_cast<T>(r % Lq + Lk) - static_cast<T>(Lq);
     } else if constexpr (is_bool) {
       m.begin_row(r);
     }
@@ -713,6 +717,8 @@ struct evaluator<masked_expr<A, Kind>> {
       return j < Kind::length ? static_cast<T>(a.at(j)) : fill;
     } else if constexpr (std::is_same_v<Kind, key_range_mask>) {
       return j >= start && static_cast<std::ptrdiff_t>(j) < limit ? static_cast<T>(a.at(j)) : fill;
+    } else if constexpr (std::is_same_v<Kind, alibi_bias>) {
+      return static_cast<T>(a.at(j)) + slope * (static_cast<T>(j) - from);
     } else {
       return static_cast<std::ptrdiff_t>(j) < limit ? static_cast<T>(a.at(j)) : fill;
     }
@@ -745,6 +751,8 @@ struct evaluator<masked_expr<A, Kind>> {
   typename mask_evaluator<Kind>::type m;
   std::ptrdiff_t limit = 0;
   std::size_t start = 0;
+  T slope = T(0), from = T(0);  // alibi
+  std::size_t heads = S::rank >= 4 ? 0 : 1;
   [[no_unique_address]] extent_value<S::extents[S::rank - 2]> Lq;
   [[no_unique_address]] extent_value<S::cols> Lk;
   [[no_unique_address]] extent_value<S::rows> rows;

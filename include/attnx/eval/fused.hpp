@@ -170,6 +170,8 @@ template <class Kind>
 inline constexpr bool kernel_mask_kind = attnx::detail::is_limit_mask<Kind>;
 template <class M>
 inline constexpr bool kernel_mask_kind<bool_mask<M>> = true;
+template <>
+inline constexpr bool kernel_mask_kind<alibi_bias> = true;
 
 template <class Kind>
 struct mask_data {  // what a mask kind keeps alive: nothing, or its boolean operand
@@ -207,6 +209,8 @@ struct chain<masked_expr<A, Kind>> : chain_link<A> {
     } else if constexpr (std::is_same_v<Kind, key_range_mask>) {
       check_key_range_mask<S>(h.kind, d);  // the offsets may have changed since the mask was built
       p.key_interval(h.kind.range, fill);
+    } else if constexpr (std::is_same_v<Kind, alibi_bias>) {
+      p.linear_bias(h.kind.slopes.data(), h.kind.count);
     } else if constexpr (requires { Kind::length; }) {
       p.key_padding(Kind::length, fill);
     } else {

@@ -18,10 +18,12 @@
 //                                         a query sees its own document's keys (compose with causal)
 //   mask(S, prefix_lm(P))                 the first P keys seen by every query, causal after them (T5's prefix LM)
 //   mask(S, chunked(C))                   chunks of C positions see only their own chunk (Llama 4; compose with causal)
-// and a score function beside them: softcap(S, c) = c tanh(S / c), or softcap(c) among attention()'s masks.
+// and beside them: mask(S, alibi() | alibi(slopes)) (ALiBi's linear bias per head), softcap(S, c) = c tanh(S / c)
+// or softcap(c) among attention()'s masks.
 // Masks compose: mask(mask(S, causal), key_lengths(lens)).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <limits>
 #include <span>
@@ -33,6 +35,7 @@
 #include <boost/hana/tuple.hpp>
 
 #include "attnx/expr/elementwise.hpp"
+#include "attnx/math/constexpr_math.hpp"
 #include "attnx/core/expression.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/shape/shape.hpp"
@@ -99,6 +102,45 @@ constexpr key_range_mask chunked(std::size_t c) noexcept {
   r.size = c;
   return {r};
 }
+
+// ALiBi (Press et al., BLOOM, MPT): score s_ij of head h plus m_h (j - t), t = i + L_k - L_q the query's position, so
+// a key d positions back loses m_h d. The slopes are held by value (up to 256): alibi() takes the standard ones for
+// the scores' head count when it is evaluated (2^(-8 (h + 1) / H) for H a power of two, BLOOM's interleaving
+// otherwise), alibi(slopes) one per head, or one for every head. The fused kernels add it tile by tile.
+struct alibi_bias {
+  std::array<double, 256> slopes{};
+  std::size_t count = 0;  // 0: the standard slopes for the scores' heads
+};
+constexpr alibi_bias alibi() noexcept { return {}; }
+constexpr alibi_bias alibi(std::span<const double> slopes) {
+  if (slopes.empty() || slopes.size() > 256)
+    ATTNX_THROW(std::invalid_argument("attnx: alibi: " + std::to_string(slopes.size()) +
+                                      " slopes (one per head, or one for all; at most 256)"));
+  alibi_bias a;
+  for (std::size_t h = 0; h < slopes.size(); ++h) a.slopes[h] = slopes[h];
+  a.count = slopes.size();
+  return a;
+}
+// The standard slopes for H heads (H <= 256): the geometric sequence from 2^(-8 / n) for the largest power of two
+// n <= H, then every other one of the sequence for 2n (BLOOM's build_alibi_tensor).
+constexpr alibi_bias alibi_slopes(std::size_t heads) {
+  if (heads == 0 || heads > 256)
+    ATTNX_THROW(std::invalid_argument("attnx: alibi: standard slopes for " + std::to_string(heads) +
+                                      " heads (1 to 256)"));
+  std::size_t n = 1;
+  while (n * 2 <= heads) n *= 2;
+  const auto pow2 = [](double e) {  // 2^e for e in [-8, 0), exact where e is an integer
+    double r = 1;
+    for (; e < 0; e += 1) r *= 0.5;
+    return e > 0 ? r * math::exp(e * 0.69314718055994530942) : r;
+  };
+  alibi_bias a;
+  for (std::size_t h = 0; h < n; ++h) a.slopes[h] = pow2(-8.0 * double(h + 1) / double(n));
+  for (std::size_t h = n; h < heads; ++h) a.slopes[h] = pow2(-8.0 * double(2 * (h - n) + 1) / double(2 * n));
+  a.count = heads;
+  return a;
+}
+
 
 // Logit soft-capping (Gemma 2, Grok): c tanh(S / c), the scores squashed into (-c, c). softcap(S, c) is that expression
 // (the fused kernel takes it as three steps of its program, vectorised); softcap(c) passes it to attention() among
@@ -279,6 +321,21 @@ constexpr auto mask(A&& a, key_lengths_mask m, value_t<A> fill = -std::numeric_l
   return detail::make_masked<ok>(std::forward<A>(a), m, fill);
 }
 
+// ALiBi over scores: the slopes checked against the head count (axis -3 of rank-4 scores; one head otherwise).
+template <expression A>
+constexpr auto mask(A&& a, alibi_bias m) {
+  using S = shape_of_t<A>;
+  constexpr bool ok = rules::check_matrix_scores<S, failed_v<A>>();
+  if constexpr (ok && !failed_v<A>) {
+    const std::size_t heads = S::rank >= 4 ? dims_of(a)[S::rank - 3] : 1;
+    if (m.count == 0) m = alibi_slopes(heads);
+    if (m.count != 1 && m.count != heads)
+      ATTNX_THROW(std::invalid_argument("attnx: alibi: " + std::to_string(m.count) + " slopes for " +
+                                        std::to_string(heads) + " heads (one per head, or one for all)"));
+  }
+  return detail::make_masked<ok>(std::forward<A>(a), m, value_t<A>(0));
+}
+
 // A key interval over scores of L_k keys: its own rules (check_key_range), and a window no wider than the keys
 // (a wider one is a mistake about the sequence, not a mask: over a KV cache that grows, attend() takes it as is).
 template <class S>
@@ -412,6 +469,8 @@ template <class M>
 inline constexpr bool is_mask_kind<additive_mask<M>> = true;
 template <class M>
 inline constexpr bool is_mask_kind<bool_mask<M>> = true;
+template <>
+inline constexpr bool is_mask_kind<alibi_bias> = true;
 }  // namespace detail
 
 // Scores or a mask of a foreign type (a std::vector<bool> as a mask, say): one error saying how to wrap it.

@@ -588,6 +588,15 @@ struct rule<masked_expr<A, Kind>> {
   }
 };
 
+// ALiBi: a bias that depends on no leaf, so g itself.
+template <class A>
+struct rule<masked_expr<A, alibi_bias>> {
+  template <class G, class Acc>
+  static constexpr void apply(const masked_expr<A, alibi_bias>& e, const G& g, Acc& acc) {
+    pass(e.operand(), g, acc);
+  }
+};
+
 template <class T, class A>
 struct rule<cast_expr<T, A>> {
   template <class G, class Acc>

@@ -5,7 +5,8 @@
 //   o_i  = sum_j softmax_j(s_i.) v_j                    (v_j row j of V(b, g))
 // The score program is the expression's own chain, innermost first: multiplications and divisions by
 // numbers (scale, temperature), masks that replace blocked scores by their fill value (causal,
-// key lengths, key padding, named key intervals, boolean), additive masks (biases) and tanh (soft-capping).
+// key lengths, key padding, named key intervals, boolean), additive masks (biases), tanh (soft-capping) and
+// ALiBi's linear bias.
 // Applying the steps in the order the expression has them is what makes the kernel agree with the
 // row-by-row evaluator on every special value (docs/design.md, "Semantics of special values"). softmax
 // has the evaluator's rules: a row of -inf gives 0, NaN makes the row NaN, +inf entries share the weight.
@@ -43,7 +44,9 @@ enum class step_kind : unsigned char {
   boolean_mask,         // !mask(b, h, i, j): s = value
   additive_mask,        // s += bias(b, h, i, j)
   key_interval,         // j outside [lo(i), hi(i)) of a named mask (key_range below): s = value
-  tanh                  // s = tanh(s) (logit soft-capping: c tanh(s / c), with the factors around it)
+  tanh,                 // s = tanh(s) (logit soft-capping: c tanh(s / c), with the factors around it)
+  linear_bias           // s += m_h (j - t), t = i + Lk - Lq, m_h = slopes[h] (ALiBi; one slope for every head
+                        // when n_slopes is 1): T(m_h) * T(j - t), then added
 };
 
 // The named masks' key intervals (sliding_window, documents, prefix_lm, chunked): attnx/util/key_range.hpp.
@@ -60,6 +63,8 @@ struct score_step {
   broadcast<const bool> mask{};           // boolean_mask: true = allowed
   broadcast<const T> bias{};              // additive_mask
   key_range range{};                      // key_interval
+  const double* slopes = nullptr;         // linear_bias: n_slopes of them (1 or heads)
+  std::size_t n_slopes = 0;
 };
 
 // At most this many steps per problem (an expression with more is evaluated without the kernel).
@@ -123,6 +128,12 @@ struct attention_problem {
     return push(s);
   }
   attention_problem& tanh() { return push({step_kind::tanh, T(0)}); }
+  attention_problem& linear_bias(const double* slopes, std::size_t n) {
+    score_step<T> s{step_kind::linear_bias, T(0)};
+    s.slopes = slopes;
+    s.n_slopes = n;
+    return push(s);
+  }
   attention_problem& push(const score_step<T>& s) {
     if (n_steps == max_score_steps)
       ATTNX_THROW(std::length_error("attnx::kernels::attention_problem: more than " + std::to_string(max_score_steps) +

@@ -7,6 +7,13 @@
 ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels::detail {
 
+// ALiBi's bias of key j for query i of head h: T(m_h) * T(j - t), t = i + Lk - Lq (an integer, exact in T).
+template <class T>
+T linear_bias_at(const score_step<T>& s, const attention_problem<T>& p, std::size_t h, std::size_t i, std::size_t j) {
+  const double m = s.slopes[s.n_slopes == 1 ? 0 : h];
+  return static_cast<T>(m) * (static_cast<T>(j) - static_cast<T>(i + p.lk) + static_cast<T>(p.lq));
+}
+
 // Keys j < step_start(...) are blocked by limit step s for query i (0 but for a key interval).
 template <class T>
 std::size_t step_start(const score_step<T>& s, const attention_problem<T>& p, std::size_t i) {
@@ -119,6 +126,8 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
         vals[nv++] = su.value;
       } else if (su.kind == step_kind::tanh) {
         for (std::size_t v = 0; v < nv; ++v) vals[v] = math::rt::tanh(vals[v]);
+      } else if (su.kind == step_kind::linear_bias) {  // a finite number added: only -inf stays what it was
+        ok = alg::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == -inf; });
       } else {
         additive_at = u;
       }
@@ -149,7 +158,9 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
     bool hard = true;
     for (std::size_t u = t + 1; u < plan.n && hard; ++u) {
       const score_step<T>& su = plan.steps[u];
-      hard = is_scale(su.kind) ? su.value > T(0) && su.value < inf : is_replace(su.kind) && su.value == -inf;
+      hard = is_scale(su.kind)                   ? su.value > T(0) && su.value < inf
+             : su.kind == step_kind::linear_bias ? true
+                                                 : is_replace(su.kind) && su.value == -inf;
     }
     if (hard) plan.hard_masks |= 1u << t;
   }
@@ -201,6 +212,9 @@ void validate(const attention_problem<T>& p) {
                               std::to_string(p.lk) + " keys"));
     } else if (st.kind == step_kind::key_interval) {
       attnx::check_key_range(st.range, p.lk);
+    } else if (st.kind == step_kind::linear_bias && (!st.slopes || (st.n_slopes != 1 && st.n_slopes != p.heads))) {
+      ATTNX_THROW(std::invalid_argument("attnx: alibi: " + std::to_string(st.n_slopes) + " slopes for " +
+                                        std::to_string(p.heads) + " heads (one per head, or one for all)"));
     } else if ((st.kind == step_kind::boolean_mask && !st.mask.data) ||
                (st.kind == step_kind::additive_mask && !st.bias.data)) {
       ATTNX_THROW(std::invalid_argument("attnx::kernels::flash_attention: a mask step without its data"));

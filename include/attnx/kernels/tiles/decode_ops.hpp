@@ -114,6 +114,7 @@ struct decode_ops {
           if (!st.mask.at(it.b, h, i, j)) x = st.value;
           break;
         case step_kind::additive_mask: x += st.bias.at(it.b, h, i, j); break;
+        case step_kind::linear_bias: x += linear_bias_at(st, it.p, h, i, j); break;
         case step_kind::tanh: {  // (the vector routine, so that a lone score has the bits of a whole group)
           alignas(64) T lanes[W];
           V::store(lanes, kernel<T>::tanh(V::set1(x)));
@@ -154,6 +155,14 @@ struct decode_ops {
           break;
         }
         case step_kind::tanh: x = kernel<T>::tanh(x); break;
+        case step_kind::linear_bias: {  // linear_bias_at's operations, lane k for key j0 + k
+          alignas(64) T js[W];
+          for (std::size_t k = 0; k < W; ++k) js[k] = static_cast<T>(j0 + k);
+          const R m = V::set1(static_cast<T>(st.slopes[st.n_slopes == 1 ? 0 : h]));
+          const R d = V::add(V::sub(V::load(js), V::set1(static_cast<T>(i + it.p.lk))), V::set1(static_cast<T>(it.p.lq)));
+          x = V::add(x, V::mul(m, d));
+          break;
+        }
         default: break;  // a limit: the group is below it
       }
     }

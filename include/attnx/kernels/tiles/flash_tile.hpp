@@ -378,6 +378,18 @@ struct kernel {
           for (std::size_t r = 0; r < q.rows; ++r)
             for (std::size_t j = 0; j < nb; ++j) s.st[j * MQ + r] += st.bias.at(b, h, q.i0 + r, j0 + j);
           break;
+        case step_kind::linear_bias: {  // linear_bias_at's operations, a vector of rows at a time
+          const R m = V::set1(static_cast<T>(st.slopes[st.n_slopes == 1 ? 0 : h])), lq = V::set1(static_cast<T>(p.lq));
+          for (std::size_t r = 0; r < MQ; ++r) s.lim[r] = static_cast<T>(q.i0 + r + p.lk);
+          for (std::size_t i = 0; i < NI; ++i) {
+            const R t = V::load(s.lim + i * W);
+            for (std::size_t j = 0; j < nb; ++j) {
+              T* x = s.st + j * MQ + i * W;
+              V::store(x, V::add(V::load(x), V::mul(m, V::add(V::sub(V::set1(static_cast<T>(j0 + j)), t), lq))));
+            }
+          }
+          break;
+        }
         case step_kind::tanh:
           for (std::size_t j = 0; j < nb; ++j)
             for (std::size_t i = 0; i < NI; ++i) {
