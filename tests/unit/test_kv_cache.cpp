@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "allocation_hooks.hpp"  // allocation failures on demand (a_failed_step_appends_nothing)
 #include "support.hpp"
@@ -663,6 +664,59 @@ BOOST_AUTO_TEST_CASE(masked_attention_over_caches) {
                         attnx::extent_error, says({"mask_keys 5, keys 7"}));
 }
 
+// The named masks over a cache of ragged items: positions are each item's own (its queries the last n of its
+// tokens), so sliding_window(W) is a rolling window over what each item holds. Against the same windows written as a
+// bool mask over (B, heads, n, keys) from each item's length (every tile computed: the same bits), on every
+// instruction set, prefill (n = 20) and decode (n = 1, 3) over caches past a decode chunk; a window changes the
+// result; documents() over a cache throws.
+BOOST_AUTO_TEST_CASE(named_masks_over_a_ragged_cache) {
+  constexpr std::size_t B = 2, H = 4, G = 2, d = 16, cap = 1400;
+  const std::size_t len[B] = {1300, 700};
+  attnx::kv_cache<float, G, d> cache(B, cap);
+  for (std::size_t b = 0; b < B; ++b) {
+    const mat k = naive::random(len[b] * G * d, 300 + unsigned(b), -2, 2), v = naive::random(len[b] * G * d, 302 + unsigned(b));
+    const std::vector<float> kf(k.begin(), k.end()), vf(v.begin(), v.end());
+    cache.append(b, kf.data(), vf.data(), len[b]);
+  }
+  const auto run = [&]<std::size_t n>(std::integral_constant<std::size_t, n>) {
+    const mat qd = naive::random(B * H * n * d, 310 + unsigned(n));
+    attnx::tensor<float, B, H, n, d> q;
+    std::copy(qd.begin(), qd.end(), q.begin());
+    const auto check = [&](const attnx::key_range_mask& named, auto visible, const char* what) {
+      attnx::tensor<bool, B, 1, n, cap> allow;
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < cap; ++j) allow(b, 0, i, j) = visible(len[b] - n + i, j);
+      for (attnx::simd::isa isa : attnx::simd::supported()) {
+        attnx::context ctx;
+        ctx.set_isa(isa);
+        const auto a = attnx::attend(q, cache, named, ctx), c = attnx::attend(q, cache, attnx::allowed(allow), ctx);
+        BOOST_TEST(std::memcmp(a.data(), c.data(), sizeof(float) * a.numel()) == 0,
+                   what << " n " << n << " (" << attnx::simd::name(isa) << ")");
+      }
+      const auto full = attnx::attend(q, cache);
+      const auto a = attnx::attend(q, cache, named);
+      double diff = 0;
+      for (std::size_t e = 0; e < a.numel(); ++e) diff = std::max(diff, double(std::abs(a.data()[e] - full.data()[e])));
+      BOOST_TEST(diff > 1e-3, what << " n " << n << ": the mask changes nothing");
+    };
+    check(attnx::sliding_window(64), [](std::size_t t, std::size_t j) { return j + 64 > t; }, "sliding_window(64)");
+    check(attnx::sliding_window(600), [](std::size_t t, std::size_t j) { return j + 600 > t; }, "sliding_window(600)");
+    check(attnx::chunked(256), [](std::size_t t, std::size_t j) { return j / 256 == t / 256; }, "chunked(256)");
+  };
+  run(std::integral_constant<std::size_t, 1>{});
+  run(std::integral_constant<std::size_t, 3>{});
+  run(std::integral_constant<std::size_t, 20>{});
+  attnx::tensor<float, B, H, 1, d> q1;
+  const std::array<std::size_t, 2> offs{0, 10};
+  try {
+    (void)attnx::attend(q1, cache, attnx::documents(offs));
+    BOOST_TEST(false, "no exception for documents() over a cache");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("documents(offsets) over a cache is not supported") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rollback_then_step) {
   // Speculative decoding: 6 tokens, 3 drafted tokens stepped and rejected (truncate), then the true tokens: the
   // outputs equal the causal forward pass of the true sequence (the rejected keys are gone).
@@ -1019,6 +1073,47 @@ BOOST_AUTO_TEST_CASE(steps_with_masks) {
     check_masked_steps<float, 512, 4, 2, attnx::bf16>(1, 40, 25, true, 4e-3);  // prefill over a 16-bit cache
   }
   kd::decode_tuning().store(-1);
+}
+
+// multi_head_attention::step under sliding_window(W): a rolling window over each item's cache positions, against
+// the forward pass's double reference with the window written as the predicate j > i - W (chunks of 1: the decode
+// kernel; 7 and 25: the prefill kernel over the cache).
+template <class T, std::size_t Dm, std::size_t H, std::size_t Hkv>
+void check_window_steps(std::size_t B, std::size_t L, std::size_t chunk, std::size_t W, double tol) {
+  using M = attnx::multi_head_attention<T, Dm, H, attnx::mha_options{.kv_heads = Hkv, .bias = false}>;
+  constexpr std::size_t d = Dm / H;
+  const model<M> w;
+  const mat x = rounded<T>(B * L * Dm, 29);
+  const mat want = reference_masked(
+      x, w.wq, w.wk, w.wv, w.wo, B, L, Dm, H, Hkv, d,
+      [W](std::size_t, std::size_t, std::size_t i, std::size_t j) { return j + W > i; },
+      [](std::size_t, std::size_t, std::size_t, std::size_t) { return 0.0; });
+  attnx::kv_cache<T, Hkv, d, d> cache(B, L);
+  mat got(B * L * Dm);
+  for (std::size_t t0 = 0; t0 < L; t0 += chunk) {
+    const std::size_t n = std::min(chunk, L - t0);
+    attnx::tensor<T, dyn, dyn, Dm> xt(B, n);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < Dm; ++c) xt(b, i, c) = static_cast<T>(x[(b * L + t0 + i) * Dm + c]);
+    const auto y = w.m.step(xt, cache, attnx::sliding_window(W));
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < Dm; ++c) got[(b * L + t0 + i) * Dm + c] = static_cast<double>(y(b, i, c));
+  }
+  double err = 0, top = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    err = std::max(err, std::isnan(got[i]) ? std::numeric_limits<double>::infinity() : std::abs(got[i] - want[i]));
+    top = std::max(top, std::abs(want[i]));
+  }
+  BOOST_TEST(err / top < tol, "chunk " << chunk << ", window " << W << ": relative error " << err / top);
+}
+
+BOOST_AUTO_TEST_CASE(steps_with_a_sliding_window) {
+  check_window_steps<double, 32, 4, 2>(2, 60, 1, 9, 1e-12);
+  check_window_steps<double, 32, 4, 1>(2, 60, 7, 16, 1e-12);
+  check_window_steps<float, 64, 4, 2>(2, 70, 25, 20, 2e-5);
+  check_window_steps<float, 256, 4, 4>(1, 40, 1, 5, 2e-5);  // d 64: the decode kernel's own loops
 }
 
 BOOST_AUTO_TEST_CASE(masked_step_by_item_and_rows_per_item) {

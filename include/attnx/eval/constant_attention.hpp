@@ -138,7 +138,7 @@ struct chain<masked_expr<A, Kind>> {
     inner::template apply<Ops>(e.operand(), s, info);
     std::ptrdiff_t limit = 0;
     if constexpr (std::is_same_v<Kind, key_range_mask>) {
-      const key_span span = range_span(e.kind().range, info.lq, info.lk, info.i);
+      const key_span span = range_span(e.kind().range, info.lq, info.lk, 0, info.i);
       if (span.hi < info.lk) Ops::fill_from(s, span.hi, e.fill(), info.lk);
       if (span.lo > 0) Ops::fill_to(s, span.lo, e.fill());
       return;

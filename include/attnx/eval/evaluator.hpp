@@ -700,7 +700,7 @@ struct evaluator<masked_expr<A, Kind>> {
     } else if constexpr (std::is_same_v<Kind, key_lengths_mask>) {
       limit = static_cast<std::ptrdiff_t>(kind.lengths[r / (rows / kind.count)]);
     } else if constexpr (std::is_same_v<Kind, key_range_mask>) {
-      const key_span span = range_span(kind.range, Lq, Lk, r % Lq);
+      const key_span span = range_span(kind.range, Lq, Lk, 0, r % Lq);
       start = span.lo;
       limit = static_cast<std::ptrdiff_t>(span.hi);
     } else if constexpr (std::is_same_v<Kind, alibi_bias>) {  // (kernels::linear_bias_at's operations)

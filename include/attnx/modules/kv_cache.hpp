@@ -448,7 +448,15 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   p.dk = Cache::d_k;
   p.dv = Cache::d_v;
   p.multiply(scale);
-  for (const kernels::score_step<T>& m : masks) p.push(m);
+  for (kernels::score_step<T> m : masks) {
+    if (m.kind == kernels::step_kind::key_interval) {  // positions are each item's cache positions
+      if (m.range.kind == range_kind::documents)
+        ATTNX_THROW(std::invalid_argument("attnx: attend: documents(offsets) over a cache is not supported (the cache's "
+                                          "items are the sequences; use one item per document)"));
+      m.range.lengths = lens.data();
+    }
+    p.push(m);
+  }
   if (causal_order) p.causal_lengths(lens.data());
   else p.key_lengths(lens.data());  // every key an item holds (a memory: no causal order)
   kernels::flash_attention(p, ctx);
@@ -463,6 +471,8 @@ template <class M>
 inline constexpr bool is_cache_mask<bool_mask<M>> = true;
 template <class M>
 inline constexpr bool is_cache_mask<additive_mask<M>> = true;
+template <>
+inline constexpr bool is_cache_mask<key_range_mask> = true;  // sliding_window, prefix_lm, chunked over cache positions
 template <class A>
 inline constexpr bool is_context_arg = std::is_same_v<std::remove_cvref_t<A>, context>;
 // A mask digested: its dense data (allow: true = attend, for allowed(m); blocked(m) arrives as allowed(!m); or
@@ -472,6 +482,7 @@ template <class T>
 struct cache_mask {
   const bool* allow = nullptr;
   const T* bias = nullptr;
+  const key_range* range = nullptr;  // a named mask (no data: its interval in cache positions)
   std::size_t rank = 0;
   std::array<std::size_t, 4> dims{};
   std::array<bool, 4> unit{};  // the extent 1 in the mask's type (broadcast)
@@ -479,20 +490,35 @@ struct cache_mask {
 };
 // f(std::span<cache_mask<T>>) with the masks ks... digested, their data dense meanwhile (in place when a mask is a
 // tensor or view, else evaluated once).
+template <class K>
+struct cache_mask_source {  // a mask's data, dense while the call runs
+  explicit cache_mask_source(const K& k) : d(k.mask) {}
+  const auto* data() const { return d.data(); }
+  dense_operand<std::remove_cvref_t<decltype(std::declval<const K&>().mask)>> d;
+};
+template <>
+struct cache_mask_source<key_range_mask> {
+  explicit cache_mask_source(const key_range_mask&) {}
+  const void* data() const { return nullptr; }
+};
 template <class T, class F, class... K>
 decltype(auto) with_cache_masks(const F& f, const K&... ks) {
-  const std::tuple<dense_operand<std::remove_cvref_t<decltype(ks.mask)>>...> held(ks.mask...);
+  const std::tuple<cache_mask_source<K>...> held(ks...);
   std::array<cache_mask<T>, sizeof...(K)> ms{};
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     const auto digest = [](const auto& k, const auto* data, cache_mask<T>& m) {
-      using M = std::remove_cvref_t<decltype(k.mask)>;
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*data)>, bool>) m.allow = data;
-      else m.bias = data;
-      m.rank = shape_of_t<M>::rank;
-      const auto d = dims_of(k.mask);
-      for (std::size_t i = 0; i < m.rank; ++i) {
-        m.dims[i] = d[i];
-        m.unit[i] = shape_of_t<M>::extents[i] == 1;
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(k)>, key_range_mask>) {
+        m.range = &k.range;
+      } else {
+        using M = std::remove_cvref_t<decltype(k.mask)>;
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*data)>, bool>) m.allow = data;
+        else m.bias = data;
+        m.rank = shape_of_t<M>::rank;
+        const auto d = dims_of(k.mask);
+        for (std::size_t i = 0; i < m.rank; ++i) {
+          m.dims[i] = d[i];
+          m.unit[i] = shape_of_t<M>::extents[i] == 1;
+        }
       }
     };
     (digest(ks, std::get<I>(held).data(), ms[I]), ...);
@@ -527,7 +553,10 @@ void cache_mask_strides(cache_mask<T>& m, std::size_t frame, const std::array<st
 template <class T>
 kernels::score_step<T> cache_mask_step(const cache_mask<T>& m, std::ptrdiff_t off, std::ptrdiff_t item) {
   kernels::score_step<T> st;
-  if (m.allow) {
+  if (m.range) {
+    st = {kernels::step_kind::key_interval, -std::numeric_limits<T>::infinity()};
+    st.range = *m.range;
+  } else if (m.allow) {
     st = {kernels::step_kind::boolean_mask, -std::numeric_limits<T>::infinity()};
     st.mask = {m.allow + off, item, m.stride[1], m.stride[2], m.stride[3]};
   } else {
@@ -542,7 +571,7 @@ enum class mask_caller { step, attend, partial };
 template <mask_caller C, class T, class Scores, class A0, class... A>
 constexpr bool cache_masks_ok() {
   constexpr bool ok = [] {
-    if constexpr (!is_cache_mask<A0>) {
+    if constexpr (!is_cache_mask<A0> || std::is_same_v<A0, key_range_mask>) {
       return true;
     } else {
       using M = std::remove_cvref_t<decltype(std::declval<const A0&>().mask)>;
@@ -634,7 +663,7 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
       std::size_t held = 0;  // the most keys an item of q sees
       for (std::size_t b = 0; b < d[0]; ++b) held = alg::max(held, cache.length(one_item ? 0 : b));
       for (std::size_t i = 0; i < masks.size(); ++i) {
-        cache_mask_strides(masks[i], 4, {d[0], d[1], d[2], held}, fn, texts);
+        if (!masks[i].range) cache_mask_strides(masks[i], 4, {d[0], d[1], d[2], held}, fn, texts);
         steps[i] = cache_mask_step(masks[i], 0, masks[i].stride[0]);
       }
     }

@@ -728,9 +728,10 @@ class multi_head_attention {
         {"mask_batch", "mask_heads", "mask_rows", "mask_keys"},
         {"cache_batch", "heads", "query_rows", "keys"}};
     for (detail::cache_mask<T>& m : masks)
-      detail::cache_mask_strides(m, masks_by_item ? 4 : 3,
-                                 {counts.size(), heads, masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys},
-                                 "multi_head_attention::step", texts);
+      if (!m.range)  // (a named mask has no data: its interval is in each item's cache positions)
+        detail::cache_mask_strides(m, masks_by_item ? 4 : 3,
+                                   {counts.size(), heads, masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys},
+                                   "multi_head_attention::step", texts);
     const rows_view xr(x, N);
     tensor<T, dyn, heads * d_k> q = evaluate(project(xr, w_q, b_q), ctx);  // (rotated in place with RoPE)
     tensor<T, dyn, kv_heads * d_k> k = evaluate(project(xr, w_k, b_k), ctx);

@@ -28,6 +28,9 @@ struct key_range {
   std::size_t size = 0;                  // prefix, chunks
   const std::size_t* offsets = nullptr;  // documents: count + 1 values from 0 to Lk, never decreasing
   std::size_t count = 0;
+  // Per batch item, the keys it holds (a KV cache of ragged items: item b's queries are its last Lq positions,
+  // t = i + lengths[b] - Lq); none: every item holds the Lk keys.
+  const std::size_t* lengths = nullptr;
 };
 
 namespace detail {
@@ -36,12 +39,13 @@ constexpr std::size_t max_(std::size_t a, std::size_t b) { return a < b ? b : a;
 constexpr std::size_t add_(std::size_t a, std::size_t b) { return a + b < a ? ~std::size_t{0} : a + b; }  // saturating
 }  // namespace detail
 
-// The keys [lo, hi) a named interval mask leaves visible to query i of a problem of lq queries and lk keys
-// (key_range), clamped to [0, lk]; lo == hi when none is.
+// The keys [lo, hi) a named interval mask leaves visible to query i of batch item b in a problem of lq queries and
+// lk keys (key_range; r.lengths[b] keys for the item when it has lengths), clamped to them; lo == hi when none is.
 struct key_span {
   std::size_t lo, hi;
 };
-constexpr key_span range_span(const key_range& r, std::size_t lq, std::size_t lk, std::size_t i) {
+constexpr key_span range_span(const key_range& r, std::size_t lq, std::size_t lk, std::size_t b, std::size_t i) {
+  if (r.lengths) lk = detail::min_(lk, r.lengths[b]);
   if (i + lk < lq) return {0, 0};  // before the first key's position: Lq > Lk puts the first queries there
   const std::size_t t = i + lk - lq;
   const auto clamp = [lk](std::size_t lo, std::size_t hi) {

@@ -93,7 +93,7 @@ void pack_block(const backward_job<T>& J, const attention_gradients<T>& g, std::
     nlse[r] = l == -inf ? -inf : -(l * log2e<T>);
     const std::size_t limit = hard ? skip_limit(p, *J.plan, b, i) : p.lk;
     lim[r] = static_cast<T>(limit);
-    if (l != -inf) lo = alg::min(lo, limit), hi = alg::max(hi, limit), start = alg::min(start, skip_start(p, *J.plan, i));
+    if (l != -inf) lo = alg::min(lo, limit), hi = alg::max(hi, limit), start = alg::min(start, skip_start(p, *J.plan, b, i));
   }
   for (std::size_t r = rows; r < bq; ++r) {
     alg::fill_n(qp + r * dkp, dkp, T(0));

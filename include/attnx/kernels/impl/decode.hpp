@@ -105,7 +105,7 @@ struct decode_book {
         std::size_t e = p.lk, st = 0;
         for (std::size_t li = 0; li < nl; ++li) {
           const score_step<T>& step = plan.steps[plan.limits[li]];
-          const std::size_t lim = step_limit(step, p, b, r % p.lq), from = step_start(step, p, r % p.lq);
+          const std::size_t lim = step_limit(step, p, b, r % p.lq), from = step_start(step, p, b, r % p.lq);
           limits[(b * 2 * nl + li) * rows + r] = lim;
           limits[(b * 2 * nl + nl + li) * rows + r] = from;
           if (skip && plan.skippable[li]) e = alg::min(e, lim), st = alg::max(st, from);

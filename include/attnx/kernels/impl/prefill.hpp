@@ -53,7 +53,7 @@ storage<flash_item, dyn> flash_items(const attention_problem<T>& p, const score_
       std::size_t cost = 0;  // (limits grow with the row: the last row of each block has the most keys)
       for (std::size_t g = qb; g < qb + n; ++g) {
         const std::size_t last = alg::min(p.lq, (g + 1) * MQ) - 1;
-        const std::size_t end = skip_limit(p, plan, b, last) + 1, start = skip_start(p, plan, g * MQ);
+        const std::size_t end = skip_limit(p, plan, b, last) + 1, start = skip_start(p, plan, b, g * MQ);
         cost += (end - alg::min(end - 1, start)) * (last + 1 - g * MQ);
       }
       total += double(cost) * double(p.heads);

@@ -42,7 +42,7 @@ void score_program_row(const attention_problem<T>& p, std::size_t b, std::size_t
         break;
       default:  // a limit: the keys from it on (and below a key interval's start) take the step's value
         for (std::size_t j = step_limit(step, p, b, i); j < p.lk; ++j) s[j] = step.value;
-        for (std::size_t j = 0, e = alg::min(p.lk, step_start(step, p, i)); j < e; ++j) s[j] = step.value;
+        for (std::size_t j = 0, e = alg::min(p.lk, step_start(step, p, b, i)); j < e; ++j) s[j] = step.value;
         break;
     }
   }

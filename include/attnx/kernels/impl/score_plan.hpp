@@ -14,17 +14,17 @@ T linear_bias_at(const score_step<T>& s, const attention_problem<T>& p, std::siz
   return static_cast<T>(m) * (static_cast<T>(j) - static_cast<T>(i + p.lk) + static_cast<T>(p.lq));
 }
 
-// Keys j < step_start(...) are blocked by limit step s for query i (0 but for a key interval).
+// Keys j < step_start(...) are blocked by limit step s for query i of batch item b (0 but for a key interval).
 template <class T>
-std::size_t step_start(const score_step<T>& s, const attention_problem<T>& p, std::size_t i) {
-  return s.kind == step_kind::key_interval ? attnx::range_span(s.range, p.lq, p.lk, i).lo : 0;
+std::size_t step_start(const score_step<T>& s, const attention_problem<T>& p, std::size_t b, std::size_t i) {
+  return s.kind == step_kind::key_interval ? attnx::range_span(s.range, p.lq, p.lk, b, i).lo : 0;
 }
 
 // Keys j >= step_limit(...) are blocked by limit step s for query i of batch item b (in [0, Lk]).
 template <class T>
 std::size_t step_limit(const score_step<T>& s, const attention_problem<T>& p, std::size_t b, std::size_t i) {
   switch (s.kind) {
-    case step_kind::key_interval: return attnx::range_span(s.range, p.lq, p.lk, i).hi;
+    case step_kind::key_interval: return attnx::range_span(s.range, p.lq, p.lk, b, i).hi;
     case step_kind::causal_top_left: return alg::min(p.lk, i + 1);
     case step_kind::causal_bottom_right: {
       const auto end = static_cast<std::ptrdiff_t>(i + 1 + p.lk) - static_cast<std::ptrdiff_t>(p.lq);
@@ -178,13 +178,13 @@ std::size_t skip_limit(const attention_problem<T>& p, const score_plan<T>& plan,
   return lim;
 }
 
-// Keys j < skip_start(...) may be left out for query i (0 when nothing is skipped below).
+// Keys j < skip_start(...) may be left out for query i of batch item b (0 when nothing is skipped below).
 template <class T>
-std::size_t skip_start(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t i) {
+std::size_t skip_start(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b, std::size_t i) {
   std::size_t start = 0;
   if (plan.skip_starts)
     for (std::size_t li = 0; li < plan.n_limits; ++li)
-      if (plan.skippable[li]) start = alg::max(start, step_start(plan.steps[plan.limits[li]], p, i));
+      if (plan.skippable[li]) start = alg::max(start, step_start(plan.steps[plan.limits[li]], p, b, i));
   return start;
 }
 

@@ -537,7 +537,7 @@ struct kernel {
       const score_step<T>& st = plan.steps[plan.limits[li]];
       for (std::size_t r = 0; r < MQ; ++r) {
         lim[r] = r < q.rows ? step_limit(st, p, b, q.i0 + r) : lim[q.rows - 1];
-        start[r] = r < q.rows ? step_start(st, p, q.i0 + r) : start[q.rows - 1];
+        start[r] = r < q.rows ? step_start(st, p, b, q.i0 + r) : start[q.rows - 1];
       }
     }
     q.kstart = p.lk;
