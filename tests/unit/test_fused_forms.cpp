@@ -141,6 +141,21 @@ static_assert(!is_fused_v<decltype(attention_weights(q, k))>);
 static_assert(!is_fused_v<decltype(softmax(scale(scale(scale(scale(scale(scale(scale(scale(scale(q * transpose(k), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f)) * v)>);
 static_assert(!is_fused_v<decltype(softmax(tensor<int, 3, 3>{} * transpose(tensor<int, 3, 3>{})) * tensor<int, 3, 3>{})>);
 static_assert(fused_attention<decltype(attention(q, k, v))>);
+// why not: the first part the recogniser rejects, in words
+static_assert(why_not_fused_v<decltype(attention(q, k, v, causal, softcap(30.f)))>.empty());
+static_assert(why_not_fused_v<decltype(softmax(q * transpose(k) - a) * v)> ==
+              "scores minus a tensor (a bias is added: S + (-M), or additive(-M))");
+static_assert(why_not_fused_v<decltype(softmax(exp(q * transpose(k))) * v)> ==
+              "an element-wise function of the scores the kernel's program does not have (it has tanh, as in softcap)");
+static_assert(why_not_fused_v<decltype(softmax(mask(hadamard(q * transpose(k), a), causal)) * v)> ==
+              "scores multiplied by a tensor (hadamard): only numbers scale them");
+static_assert(why_not_fused_v<decltype(softmax(cosine_scores(q, k, 0.5)) * v)> ==
+              "a similarity other than the dot product (cosine, rbf and additive scores run row by row)");
+static_assert(why_not_fused_v<decltype(attention_weights(q, k))>.starts_with("the expression is not softmax(P) * V"));
+static_assert(why_not_fused_v<decltype(softmax(scale(scale(scale(scale(scale(scale(scale(scale(scale(q * transpose(k), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f), 1.f)) * v)> ==
+              "more than 8 score steps");
+static_assert(why_not_fused_v<decltype(softmax(tensor<int, 3, 3>{} * transpose(tensor<int, 3, 3>{})) * tensor<int, 3, 3>{})> ==
+              "the element type is not float or double");
 }  // namespace forms
 
 // ---- what they compute ------------------------------------------------------------------------------------

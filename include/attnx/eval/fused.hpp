@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 
 #include "attnx/eval/evaluator.hpp"
@@ -359,11 +360,109 @@ bool run(T* dst, const merge_heads_expr<E>& m, const context& ctx) {
   return run(o, m.operand(), ctx);
 }
 
+// ---- why an expression is not fused: the first part the recogniser rejects ----------------------------
+// chain_rejects<P>::why: nullptr when chain<P> matches, else the first node of P (from the softmax inwards) that
+// does not, in words; rejects<E>::why the same for the whole expression.
+template <class P>
+struct chain_rejects;
+template <class X>
+struct chain_node_rejects {
+  static constexpr const char* why = "a node between the softmax and Q * transpose(K) that is no score step (scale, "
+                                     "temperature, negation, tanh, a mask, a bias)";
+};
+template <class P>
+struct chain_rejects {
+  static constexpr const char* why = chain<P>::value ? nullptr : chain_node_rejects<P>::why;
+};
+template <class Op, class A, class U>
+  requires(std::is_same_v<Op, ops::multiplies> || std::is_same_v<Op, ops::divides>)
+struct chain_node_rejects<binary_expr<Op, A, scalar<U>>> : chain_rejects<A> {};
+template <class A>
+struct chain_node_rejects<unary_expr<ops::negate, A>> : chain_rejects<A> {};
+template <class A>
+struct chain_node_rejects<unary_expr<ops::tanh, A>> : chain_rejects<A> {};
+template <class Op, class A>
+struct chain_node_rejects<unary_expr<Op, A>> {
+  static constexpr const char* why =
+      "an element-wise function of the scores the kernel's program does not have (it has tanh, as in softcap)";
+};
+template <class A, class M>
+struct chain_node_rejects<binary_expr<ops::plus, A, M>> : chain_rejects<A> {};
+template <class A, class M>
+struct chain_node_rejects<binary_expr<ops::minus, A, M>> {
+  static constexpr const char* why = "scores minus a tensor (a bias is added: S + (-M), or additive(-M))";
+};
+template <class M>
+inline constexpr bool is_number_operand = false;
+template <class U>
+inline constexpr bool is_number_operand<scalar<U>> = true;
+template <class A, class M>
+  requires(!is_number_operand<M>)
+struct chain_node_rejects<binary_expr<ops::multiplies, A, M>> {
+  static constexpr const char* why = "scores multiplied by a tensor (hadamard): only numbers scale them";
+};
+template <class A, class Kind>
+struct chain_node_rejects<masked_expr<A, Kind>> {
+  static constexpr const char* why =
+      detail::kernel_mask_kind<Kind> ? chain_rejects<A>::why : "a mask kind the kernel does not take";
+};
+template <class Sim, class Q, class K>
+struct chain_node_rejects<pairwise_expr<Sim, Q, K>> {
+  static constexpr const char* why =
+      "a similarity other than the dot product (cosine, rbf and additive scores run row by row)";
+};
+template <class Q, class B>
+struct chain_node_rejects<matmul_expr<Q, B>> {
+  static constexpr const char* why = "a core that is not Q * transpose(K)";
+};
+
+// Why the whole expression E (not matching `pattern`) is rejected: by its outermost node.
+template <class E>
+struct rejects_node {
+  static constexpr const char* why = "the expression is not softmax(P) * V (attention_weights or a softmax alone is "
+                                     "computed row by row, the weights being asked for)";
+};
+// nullptr when E fuses, else rejects_node<E>::why.
+template <class E>
+struct rejects {
+  static constexpr const char* why = pattern<E>::value ? nullptr : rejects_node<E>::why;
+};
+template <class T, class E>
+struct rejects_node<cast_expr<T, E>> : rejects<E> {};
+template <class E>
+struct rejects_node<merge_heads_expr<E>> {
+  static constexpr const char* why = pattern<E>::value ? "merge_heads of attention with no heads axis" : rejects<E>::why;
+};
+template <class P, class V>
+struct rejects_node<matmul_expr<softmax_expr<P>, V>> {
+  static constexpr const char* why = []() -> const char* {
+    using S = shape_of_t<P>;
+    using elem_t = value_t<P>;
+    if constexpr (chain_rejects<P>::why != nullptr) return chain_rejects<P>::why;
+    else if constexpr (!(std::is_same_v<elem_t, float> || std::is_same_v<elem_t, double>))
+      return "the element type is not float or double";
+    else if constexpr (!(S::rank >= 2 && S::rank <= 4))
+      return "scores of rank 5 or more (the kernel has batch and heads axes only)";
+    else if constexpr (chain<P>::steps > kernels::max_score_steps)
+      return "more than 8 score steps";
+    else
+      return "Q, K and V's ranks, element types or head groups do not fit the kernel's operands";
+  }();
+};
 }  // namespace fused
 
 // Whether evaluating E at run time takes the fused attention kernel (with the fused path on, the default).
 template <class E>
 inline constexpr bool is_fused_v = fused::pattern<std::remove_cvref_t<E>>::value;
+
+// Why E does not take the fused kernel: the first part the recogniser rejects, in words ("" when it fuses), e.g.
+//   static_assert(attnx::why_not_fused_v<decltype(e)> == std::string_view{});   // or print it
+// ("scores minus a tensor (a bias is added: S + (-M), or additive(-M))" for softmax(S - M) * V).
+template <class E>
+inline constexpr std::string_view why_not_fused_v = [] {
+  const char* r = fused::rejects<std::remove_cvref_t<E>>::why;
+  return r ? std::string_view(r) : std::string_view();
+}();
 
 // An expression that runs as the fused attention kernel (is_fused_v).
 template <class E>
