@@ -9,6 +9,7 @@
 #include <attnx/attnx.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -266,6 +267,12 @@ BOOST_AUTO_TEST_CASE(grouped_query_attention) {
   const std::vector<std::size_t> lens{6, 2, 5};
   check("GQA self, causal + key_lengths", f, x, self_t{}, [&](auto b, auto i, auto j) { return j <= i && j < lens[b]; }, 1e-12,
         causal, key_lengths(lens));
+  // the named masks pass through the module's masks (L = 6)
+  const std::array<std::size_t, 3> offs{0, 2, 6};
+  check("GQA self, sliding_window(3)", f, x, self_t{}, [](auto, auto i, auto j) { return j <= i && j + 3 > i; }, 1e-12,
+        sliding_window(3));
+  check("GQA self, causal + documents", f, x, self_t{}, [](auto, auto i, auto j) { return j <= i && (i < 2) == (j < 2); },
+        1e-12, causal, documents(offs));
   check("GQA cross", f, x, mem, all, 1e-12);
 
   using MF = multi_head_attention<float, 16, 4, mha_options{.kv_heads = 2, .bias = false}>;
