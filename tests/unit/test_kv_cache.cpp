@@ -717,6 +717,60 @@ BOOST_AUTO_TEST_CASE(named_masks_over_a_ragged_cache) {
   }
 }
 
+// softcap and alibi over a ragged cache (with a window): item by item against the expression's attention over the
+// item's own keys (bottom-right causal), GQA through repeat_heads; decode (n = 1, 2) and prefill over the cache (n = 20).
+BOOST_AUTO_TEST_CASE(softcap_and_alibi_over_a_ragged_cache) {
+  constexpr std::size_t B = 2, H = 4, G = 2, d = 16, cap = 1100;
+  const std::size_t len[B] = {1050, 600};
+  attnx::kv_cache<float, G, d> cache(B, cap);
+  std::vector<float> kf[B], vf[B];
+  for (std::size_t b = 0; b < B; ++b) {
+    const mat k = naive::random(len[b] * G * d, 320 + unsigned(b), -2, 2), v = naive::random(len[b] * G * d, 322 + unsigned(b));
+    kf[b].assign(k.begin(), k.end());
+    vf[b].assign(v.begin(), v.end());
+    cache.append(b, kf[b].data(), vf[b].data(), len[b]);
+  }
+  const auto run = [&]<std::size_t n>(std::integral_constant<std::size_t, n>) {
+    const mat qd = naive::random(B * H * n * d, 330 + unsigned(n), -3, 3);
+    attnx::tensor<float, B, H, n, d> q;
+    std::copy(qd.begin(), qd.end(), q.begin());
+    const auto got_c = attnx::attend(q, cache, attnx::softcap(2.f), attnx::sliding_window(300));
+    const auto got_a = attnx::attend(q, cache, attnx::alibi());
+    for (std::size_t b = 0; b < B; ++b) {
+      attnx::tensor<float, 1, H, n, d> qb;
+      attnx::tensor<float, 1, G, dyn, d> kb(len[b]), vb(len[b]);
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t c = 0; c < d; ++c) qb(0, h, i, c) = q(b, h, i, c);
+      for (std::size_t g = 0; g < G; ++g)
+        for (std::size_t j = 0; j < len[b]; ++j)
+          for (std::size_t c = 0; c < d; ++c)
+            kb(0, g, j, c) = kf[b][(j * G + g) * d + c], vb(0, g, j, c) = vf[b][(j * G + g) * d + c];
+      const auto K = attnx::repeat_heads<H / G>(kb);
+      const auto V = attnx::repeat_heads<H / G>(vb);
+      const auto want_c = attnx::evaluate(
+          attnx::attention(qb, K, V, attnx::softcap(2.f), attnx::causal_bottom_right, attnx::sliding_window(300)));
+      const auto want_a = attnx::evaluate(attnx::attention(qb, K, V, attnx::causal_bottom_right, attnx::alibi()));
+      double ec = 0, ea = 0;
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t c = 0; c < d; ++c) {
+            ec = std::max(ec, double(std::abs(got_c(b, h, i, c) - want_c(0, h, i, c))));
+            ea = std::max(ea, double(std::abs(got_a(b, h, i, c) - want_a(0, h, i, c))));
+          }
+      BOOST_TEST(ec < 2e-6, "softcap + window, item " << b << ", n " << n << ": " << ec);
+      BOOST_TEST(ea < 2e-6, "alibi, item " << b << ", n " << n << ": " << ea);
+    }
+  };
+  run(std::integral_constant<std::size_t, 1>{});
+  run(std::integral_constant<std::size_t, 2>{});
+  run(std::integral_constant<std::size_t, 20>{});
+  attnx::tensor<float, B, H, 1, d> q1;
+  BOOST_CHECK_THROW((void)attnx::attend(q1, cache, attnx::softcap(0.f)), std::invalid_argument);
+  const std::array<double, 3> three{0.1, 0.2, 0.3};
+  BOOST_CHECK_THROW((void)attnx::attend(q1, cache, attnx::alibi(three)), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(rollback_then_step) {
   // Speculative decoding: 6 tokens, 3 drafted tokens stepped and rejected (truncate), then the true tokens: the
   // outputs equal the causal forward pass of the true sequence (the rejected keys are gone).
@@ -1079,7 +1133,7 @@ BOOST_AUTO_TEST_CASE(steps_with_masks) {
 // the forward pass's double reference with the window written as the predicate j > i - W (chunks of 1: the decode
 // kernel; 7 and 25: the prefill kernel over the cache).
 template <class T, std::size_t Dm, std::size_t H, std::size_t Hkv>
-void check_window_steps(std::size_t B, std::size_t L, std::size_t chunk, std::size_t W, double tol) {
+void check_window_steps(std::size_t B, std::size_t L, std::size_t chunk, std::size_t W, double tol, bool capped = false) {
   using M = attnx::multi_head_attention<T, Dm, H, attnx::mha_options{.kv_heads = Hkv, .bias = false}>;
   constexpr std::size_t d = Dm / H;
   const model<M> w;
@@ -1096,7 +1150,9 @@ void check_window_steps(std::size_t B, std::size_t L, std::size_t chunk, std::si
     for (std::size_t b = 0; b < B; ++b)
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t c = 0; c < Dm; ++c) xt(b, i, c) = static_cast<T>(x[(b * L + t0 + i) * Dm + c]);
-    const auto y = w.m.step(xt, cache, attnx::sliding_window(W));
+    // (a cap of 1e6 leaves scores of order 1 unchanged to 1e-12: softcap's three steps in step's program)
+    const auto y = capped ? w.m.step(xt, cache, attnx::softcap(1e6), attnx::sliding_window(W))
+                          : w.m.step(xt, cache, attnx::sliding_window(W));
     for (std::size_t b = 0; b < B; ++b)
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t c = 0; c < Dm; ++c) got[(b * L + t0 + i) * Dm + c] = static_cast<double>(y(b, i, c));
@@ -1112,6 +1168,8 @@ void check_window_steps(std::size_t B, std::size_t L, std::size_t chunk, std::si
 BOOST_AUTO_TEST_CASE(steps_with_a_sliding_window) {
   check_window_steps<double, 32, 4, 2>(2, 60, 1, 9, 1e-12);
   check_window_steps<double, 32, 4, 1>(2, 60, 7, 16, 1e-12);
+  check_window_steps<double, 32, 4, 2>(2, 60, 1, 9, 1e-10, true);
+  check_window_steps<double, 32, 4, 2>(2, 60, 25, 9, 1e-10, true);
   check_window_steps<float, 64, 4, 2>(2, 70, 25, 20, 2e-5);
   check_window_steps<float, 256, 4, 4>(1, 40, 1, 5, 2e-5);  // d 64: the decode kernel's own loops
 }

@@ -59,7 +59,8 @@ struct score_step {
   step_kind kind = step_kind::multiply;
   T value = T(1);                         // factor, divisor or fill
   std::size_t length = 0;                 // key_padding
-  const std::size_t* lengths = nullptr;   // key_lengths, causal_lengths: one per batch item, each <= Lk
+  const std::size_t* lengths = nullptr;   // key_lengths, causal_lengths: one per batch item, each <= Lk; linear_bias:
+                                          // the keys each item holds (t = i + lengths[b] - Lq), or none (Lk)
   broadcast<const bool> mask{};           // boolean_mask: true = allowed
   broadcast<const T> bias{};              // additive_mask
   key_range range{};                      // key_interval

@@ -455,6 +455,7 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
                                           "items are the sequences; use one item per document)"));
       m.range.lengths = lens.data();
     }
+    if (m.kind == kernels::step_kind::linear_bias) m.lengths = lens.data();  // (t: each item's own positions)
     p.push(m);
   }
   if (causal_order) p.causal_lengths(lens.data());
@@ -473,6 +474,10 @@ template <class M>
 inline constexpr bool is_cache_mask<additive_mask<M>> = true;
 template <>
 inline constexpr bool is_cache_mask<key_range_mask> = true;  // sliding_window, prefix_lm, chunked over cache positions
+template <>
+inline constexpr bool is_cache_mask<alibi_bias> = true;  // in cache positions too
+template <>
+inline constexpr bool is_cache_mask<softcap_value> = true;  // (three steps: divide, tanh, multiply)
 template <class A>
 inline constexpr bool is_context_arg = std::is_same_v<std::remove_cvref_t<A>, context>;
 // A mask digested: its dense data (allow: true = attend, for allowed(m); blocked(m) arrives as allowed(!m); or
@@ -483,6 +488,10 @@ struct cache_mask {
   const bool* allow = nullptr;
   const T* bias = nullptr;
   const key_range* range = nullptr;  // a named mask (no data: its interval in cache positions)
+  bool is_alibi = false;             // alibi (its slopes, resolved for the call's heads by resolve_cache_masks)
+  alibi_bias alibi{};
+  double softcap = 0;                // softcap(c): c > 0
+  bool has_data() const noexcept { return allow || bias; }
   std::size_t rank = 0;
   std::array<std::size_t, 4> dims{};
   std::array<bool, 4> unit{};  // the extent 1 in the mask's type (broadcast)
@@ -496,9 +505,10 @@ struct cache_mask_source {  // a mask's data, dense while the call runs
   const auto* data() const { return d.data(); }
   dense_operand<std::remove_cvref_t<decltype(std::declval<const K&>().mask)>> d;
 };
-template <>
-struct cache_mask_source<key_range_mask> {
-  explicit cache_mask_source(const key_range_mask&) {}
+template <class K>
+  requires(std::is_same_v<K, key_range_mask> || std::is_same_v<K, alibi_bias> || std::is_same_v<K, softcap_value>)
+struct cache_mask_source<K> {  // no data
+  explicit cache_mask_source(const K&) {}
   const void* data() const { return nullptr; }
 };
 template <class T, class F, class... K>
@@ -507,8 +517,17 @@ decltype(auto) with_cache_masks(const F& f, const K&... ks) {
   std::array<cache_mask<T>, sizeof...(K)> ms{};
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     const auto digest = [](const auto& k, const auto* data, cache_mask<T>& m) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(k)>, key_range_mask>) {
+      using Kind = std::remove_cvref_t<decltype(k)>;
+      if constexpr (std::is_same_v<Kind, key_range_mask>) {
         m.range = &k.range;
+      } else if constexpr (std::is_same_v<Kind, alibi_bias>) {
+        m.is_alibi = true;
+        m.alibi = k;
+      } else if constexpr (std::is_same_v<Kind, softcap_value>) {
+        if (!(k.cap > 0 && k.cap <= std::numeric_limits<double>::max()))
+          ATTNX_THROW(std::invalid_argument("attnx: softcap: the cap must be a positive finite number, not " +
+                                            std::to_string(k.cap)));
+        m.softcap = k.cap;
       } else {
         using M = std::remove_cvref_t<decltype(k.mask)>;
         if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*data)>, bool>) m.allow = data;
@@ -549,6 +568,17 @@ void cache_mask_strides(cache_mask<T>& m, std::size_t frame, const std::array<st
     stride *= static_cast<std::ptrdiff_t>(e);
   }
 }
+// The standard ALiBi slopes for the call's heads, and the slope count's rule (one per head, or one).
+template <class T>
+void resolve_cache_masks(std::span<cache_mask<T>> masks, std::size_t heads) {
+  for (cache_mask<T>& m : masks) {
+    if (!m.is_alibi) continue;
+    if (m.alibi.count == 0) m.alibi = alibi_slopes(heads);
+    if (m.alibi.count != 1 && m.alibi.count != heads)
+      ATTNX_THROW(std::invalid_argument("attnx: alibi: " + std::to_string(m.alibi.count) + " slopes for " +
+                                        std::to_string(heads) + " heads (one per head, or one for all)"));
+  }
+}
 // The kernel's score step for mask m from offset off, items item apart.
 template <class T>
 kernels::score_step<T> cache_mask_step(const cache_mask<T>& m, std::ptrdiff_t off, std::ptrdiff_t item) {
@@ -565,13 +595,42 @@ kernels::score_step<T> cache_mask_step(const cache_mask<T>& m, std::ptrdiff_t of
   }
   return st;
 }
+// The kernel's score steps for the masks ms, from offset off(m), items item(m) apart, into steps; returns their count
+// (softcap takes three), at most max_score_steps - 2 (the scale and the cache's order take the other two).
+template <class T, class Off, class Item>
+std::size_t cache_mask_steps(std::span<const cache_mask<T>> ms, const Off& off, const Item& item,
+                             std::array<kernels::score_step<T>, kernels::max_score_steps>& steps) {
+  std::size_t n = 0;
+  const auto put = [&](const kernels::score_step<T>& st) {
+    if (n == kernels::max_score_steps - 2)
+      ATTNX_THROW(std::invalid_argument("attnx: attend: the masks take more than " +
+                                        std::to_string(kernels::max_score_steps - 2) + " score steps (softcap takes 3)"));
+    steps[n++] = st;
+  };
+  for (const cache_mask<T>& m : ms) {
+    if (m.softcap > 0) {
+      put({kernels::step_kind::divide, static_cast<T>(m.softcap)});
+      put({kernels::step_kind::tanh, T(0)});
+      put({kernels::step_kind::multiply, static_cast<T>(m.softcap)});
+    } else if (m.is_alibi) {
+      kernels::score_step<T> st{kernels::step_kind::linear_bias, T(0)};
+      st.slopes = m.alibi.slopes.data();
+      st.n_slopes = m.alibi.count;
+      put(st);
+    } else {
+      put(cache_mask_step(m, off(m), item(m)));
+    }
+  }
+  return n;
+}
 enum class mask_caller { step, attend, partial };
 // The rules on the masks among A0, A... (the other arguments pass), one error for the first that fails: an additive
 // mask of type T; each mask's static extents against the scores' (Scores, keys dyn: the forward pass's mask rule).
 template <mask_caller C, class T, class Scores, class A0, class... A>
 constexpr bool cache_masks_ok() {
   constexpr bool ok = [] {
-    if constexpr (!is_cache_mask<A0> || std::is_same_v<A0, key_range_mask>) {
+    if constexpr (!is_cache_mask<A0> || std::is_same_v<A0, key_range_mask> || std::is_same_v<A0, alibi_bias> ||
+                  std::is_same_v<A0, softcap_value>) {
       return true;
     } else {
       using M = std::remove_cvref_t<decltype(std::declval<const A0&>().mask)>;
@@ -662,13 +721,15 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
           {"q_batch", "heads", "query_rows", "keys"}};
       std::size_t held = 0;  // the most keys an item of q sees
       for (std::size_t b = 0; b < d[0]; ++b) held = alg::max(held, cache.length(one_item ? 0 : b));
-      for (std::size_t i = 0; i < masks.size(); ++i) {
-        if (!masks[i].range) cache_mask_strides(masks[i], 4, {d[0], d[1], d[2], held}, fn, texts);
-        steps[i] = cache_mask_step(masks[i], 0, masks[i].stride[0]);
-      }
+      for (std::size_t i = 0; i < masks.size(); ++i)
+        if (masks[i].has_data()) cache_mask_strides(masks[i], 4, {d[0], d[1], d[2], held}, fn, texts);
     }
+    resolve_cache_masks(masks, d[1]);
+    const std::size_t n_steps = cache_mask_steps<T>(
+        masks, [](const cache_mask<T>&) { return std::ptrdiff_t{0}; },
+        [](const cache_mask<T>& m) { return m.stride[0]; }, steps);
     detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls, one_item,
-                            std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
+                            std::span<const kernels::score_step<T>>(steps.data(), n_steps));
     return s;
   } else {
     return state{};

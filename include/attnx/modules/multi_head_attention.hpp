@@ -573,13 +573,12 @@ class multi_head_attention {
       if (n > 0) {  // items b .. e - 1: contiguous rows
         const kernels::strided<const T> qs{q.data() + at * heads * d_k, sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
         const kernels::strided<T> os{merged.data() + at * heads * d_v, sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-        for (std::size_t i = 0; i < masks.size(); ++i) {  // the masks over these items' (b, h, i, j)
-          const detail::cache_mask<T>& m = masks[i];
-          steps[i] = detail::cache_mask_step(m, masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2],
-                                             masks_by_item ? m.stride[0] : sz(n) * m.stride[2]);
-        }
+        const std::size_t n_steps = detail::cache_mask_steps<T>(  // the masks over these items' (b, h, i, j)
+            masks,
+            [&](const detail::cache_mask<T>& m) { return masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2]; },
+            [&](const detail::cache_mask<T>& m) { return masks_by_item ? m.stride[0] : sz(n) * m.stride[2]; }, steps);
         detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order, {}, false,
-                                std::span<const kernels::score_step<T>>(steps.data(), masks.size()));
+                                std::span<const kernels::score_step<T>>(steps.data(), n_steps));
       }
       at += (e - b) * n;
       b = e;
@@ -727,8 +726,9 @@ class multi_head_attention {
          "a mask's key axis must cover every key an item holds after the append (or be 1 in its type)"},
         {"mask_batch", "mask_heads", "mask_rows", "mask_keys"},
         {"cache_batch", "heads", "query_rows", "keys"}};
+    detail::resolve_cache_masks(masks, heads);
     for (detail::cache_mask<T>& m : masks)
-      if (!m.range)  // (a named mask has no data: its interval is in each item's cache positions)
+      if (m.has_data())  // (the named masks, alibi and softcap have none: positions are each item's cache positions)
         detail::cache_mask_strides(m, masks_by_item ? 4 : 3,
                                    {counts.size(), heads, masks_by_item ? (counts.empty() ? 0 : counts[0]) : N, keys},
                                    "multi_head_attention::step", texts);

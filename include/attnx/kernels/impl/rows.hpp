@@ -38,7 +38,7 @@ void score_program_row(const attention_problem<T>& p, std::size_t b, std::size_t
         for (std::size_t j = 0; j < p.lk; ++j) s[j] = math::rt::tanh(s[j]);
         break;
       case step_kind::linear_bias:
-        for (std::size_t j = 0; j < p.lk; ++j) s[j] += linear_bias_at(step, p, h, i, j);
+        for (std::size_t j = 0; j < p.lk; ++j) s[j] += linear_bias_at(step, p, b, h, i, j);
         break;
       default:  // a limit: the keys from it on (and below a key interval's start) take the step's value
         for (std::size_t j = step_limit(step, p, b, i); j < p.lk; ++j) s[j] = step.value;

@@ -7,11 +7,17 @@
 ATTNX_OPTIMIZE_BEGIN
 namespace attnx::kernels::detail {
 
-// ALiBi's bias of key j for query i of head h: T(m_h) * T(j - t), t = i + Lk - Lq (an integer, exact in T).
+// The keys item b holds for a linear bias: its lengths[b] over a ragged cache, else Lk.
 template <class T>
-T linear_bias_at(const score_step<T>& s, const attention_problem<T>& p, std::size_t h, std::size_t i, std::size_t j) {
+std::size_t bias_keys(const score_step<T>& s, const attention_problem<T>& p, std::size_t b) {
+  return s.lengths ? s.lengths[b] : p.lk;
+}
+// ALiBi's bias of key j for query i of head h, item b: T(m_h) * T(j - t), t = i + keys - Lq (an integer, exact in T).
+template <class T>
+T linear_bias_at(const score_step<T>& s, const attention_problem<T>& p, std::size_t b, std::size_t h, std::size_t i,
+                 std::size_t j) {
   const double m = s.slopes[s.n_slopes == 1 ? 0 : h];
-  return static_cast<T>(m) * (static_cast<T>(j) - static_cast<T>(i + p.lk) + static_cast<T>(p.lq));
+  return static_cast<T>(m) * (static_cast<T>(j) - static_cast<T>(i + bias_keys(s, p, b)) + static_cast<T>(p.lq));
 }
 
 // Keys j < step_start(...) are blocked by limit step s for query i of batch item b (0 but for a key interval).

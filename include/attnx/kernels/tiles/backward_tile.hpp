@@ -97,7 +97,7 @@ struct backward_kernel {
           } else if (s.kind == step_kind::additive_mask) {
             x += s.bias.at(b, h, i, j);
           } else if (s.kind == step_kind::linear_bias) {
-            x += linear_bias_at(s, p, h, i, j);
+            x += linear_bias_at(s, p, b, h, i, j);
           } else if (is_limit(s.kind) ? j >= step_limit(s, p, b, i) || j < step_start(s, p, b, i) : !s.mask.at(b, h, i, j)) {
             x = s.value;
             replaced = true;

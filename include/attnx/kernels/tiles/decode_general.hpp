@@ -227,7 +227,7 @@ struct decode_general : decode_ops<T, KV> {
           for (j = 0; j < live; ++j) s[j] += st.bias.at(it.b, h, i, j0 + j);
           break;
         case step_kind::linear_bias:
-          for (j = 0; j < live; ++j) s[j] += linear_bias_at(st, it.p, h, i, j0 + j);
+          for (j = 0; j < live; ++j) s[j] += linear_bias_at(st, it.p, it.b, h, i, j0 + j);
           break;
         case step_kind::tanh:  // (s holds nbp >= live scores, a whole number of vectors)
           for (j = 0; j < live; j += W) V::storeu(s + j, kernel<T>::tanh(V::loadu(s + j)));

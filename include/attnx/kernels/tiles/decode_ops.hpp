@@ -114,7 +114,7 @@ struct decode_ops {
           if (!st.mask.at(it.b, h, i, j)) x = st.value;
           break;
         case step_kind::additive_mask: x += st.bias.at(it.b, h, i, j); break;
-        case step_kind::linear_bias: x += linear_bias_at(st, it.p, h, i, j); break;
+        case step_kind::linear_bias: x += linear_bias_at(st, it.p, it.b, h, i, j); break;
         case step_kind::tanh: {  // (the vector routine, so that a lone score has the bits of a whole group)
           alignas(64) T lanes[W];
           V::store(lanes, kernel<T>::tanh(V::set1(x)));
@@ -159,7 +159,7 @@ struct decode_ops {
           alignas(64) T js[W];
           for (std::size_t k = 0; k < W; ++k) js[k] = static_cast<T>(j0 + k);
           const R m = V::set1(static_cast<T>(st.slopes[st.n_slopes == 1 ? 0 : h]));
-          const R d = V::add(V::sub(V::load(js), V::set1(static_cast<T>(i + it.p.lk))), V::set1(static_cast<T>(it.p.lq)));
+          const R d = V::add(V::sub(V::load(js), V::set1(static_cast<T>(i + bias_keys(st, it.p, it.b)))), V::set1(static_cast<T>(it.p.lq)));
           x = V::add(x, V::mul(m, d));
           break;
         }

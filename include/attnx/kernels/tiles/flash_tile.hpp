@@ -380,7 +380,7 @@ struct kernel {
           break;
         case step_kind::linear_bias: {  // linear_bias_at's operations, a vector of rows at a time
           const R m = V::set1(static_cast<T>(st.slopes[st.n_slopes == 1 ? 0 : h])), lq = V::set1(static_cast<T>(p.lq));
-          for (std::size_t r = 0; r < MQ; ++r) s.lim[r] = static_cast<T>(q.i0 + r + p.lk);
+          for (std::size_t r = 0; r < MQ; ++r) s.lim[r] = static_cast<T>(q.i0 + r + bias_keys(st, p, b));
           for (std::size_t i = 0; i < NI; ++i) {
             const R t = V::load(s.lim + i * W);
             for (std::size_t j = 0; j < nb; ++j) {
