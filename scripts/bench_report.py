@@ -396,7 +396,8 @@ def variants_comparison(path):
     out += ["", "## Attention variants (bench_variants)", "",
             "What a user writes (`attention(Q, K, V, masks...)`, one head, d = 64, float, one thread), time relative to "
             f"plain causal attention of the same L in the same run; medians of {reps} interleaved repetitions. The named "
-            "masks skip the key tiles outside each query block's interval; the bool tensor computes every tile.", "",
+            "masks skip the key tiles outside each query block's interval; a bool tensor is summarised tile by tile "
+            "(the whole mask read once per call).", "",
             "| variant | " + " | ".join(f"L = {L} ms | / causal" for L in Ls) + " |",
             "|---|" + "---:|---:|" * len(Ls)]
     for name, text in VARIANT_TEXT.items():

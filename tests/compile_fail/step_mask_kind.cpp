@@ -1,5 +1,5 @@
 // step(x, cache, causal): the cache gives the causal order and each item's length; step takes boolean and
-// additive masks only. One error.
+// additive masks, the named key-interval masks, alibi and softcap. One error.
 // expect: attnx: multi_head_attention::step: a mask must be allowed\(m\), blocked\(m\) or additive\(m\)
 // expect: step_argument_is_not_a_mask<attnx::error::argument_position<1>
 #include <attnx/attnx.hpp>

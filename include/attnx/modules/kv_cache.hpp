@@ -778,10 +778,11 @@ constexpr bool attend_cache_rules() {
   using order_fact = error::attend_cache_arguments_out_of_order<error::argument_position<bad_arg + 1>, error::argument_type<bad_t>>;
   static_assert(Partial || bad_arg == n || error::holds<order_fact>,
                 "attnx: attend(q, cache): after the cache come the masks (allowed(m), blocked(m) or additive(m)), then "
-                "at most a scale, then at most a context");
+                "at most a scale, then at most a context (masks: also sliding_window, chunked, prefix_lm, alibi, softcap)");
   static_assert(!Partial || bad_arg == n || error::holds<order_fact>,
                 "attnx: partial_attention(q, cache): after the cache (and cache_keys) come the masks (allowed(m), "
-                "blocked(m) or additive(m)), then at most a scale, then at most a context");
+                "blocked(m) or additive(m)), then at most a scale, then at most a context (masks: also sliding_window, "
+                "chunked, prefix_lm, alibi, softcap)");
   constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
   using count_fact = error::attend_cache_too_many_masks<error::mask_count<masks>>;
   static_assert(Partial || bad_arg < n || masks <= max_masks || error::holds<count_fact>,

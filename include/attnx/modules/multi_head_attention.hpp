@@ -651,8 +651,9 @@ class multi_head_attention {
     using bad_t = std::tuple_element_t<bad_arg < n ? bad_arg : 0, std::tuple<A...>>;
     static_assert(bad_arg == n || error::holds<error::step_argument_is_not_a_mask<error::argument_position<bad_arg + 1>,
                                                                                  error::argument_type<bad_t>>>,
-                  "attnx: multi_head_attention::step: a mask must be allowed(m), blocked(m) or additive(m) (the cache "
-                  "gives the causal order and each item's length), and a context comes last");
+                  "attnx: multi_head_attention::step: a mask must be allowed(m), blocked(m) or additive(m), a named mask "
+                  "(sliding_window, chunked, prefix_lm), alibi or softcap (the cache gives the causal order and each item's "
+                  "length), and a context comes last");
     constexpr std::size_t masks = (std::size_t{detail::is_cache_mask<A>} + ... + 0);
     constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
     static_assert(bad_arg < n || masks <= max_masks || error::holds<error::step_too_many_masks<error::mask_count<masks>>>,
