@@ -44,6 +44,33 @@ struct model {
   M m = M::from_memory({fq, fk, fv, fo, {}, {}, {}, {}});
 };
 
+// Rows [t0, t0 + n) of every item of x (B items of L rows of Dm) as a step's input (B, n, Dm).
+template <class T, std::size_t Dm>
+attnx::tensor<T, dyn, dyn, Dm> step_rows(const mat& x, std::size_t B, std::size_t L, std::size_t t0, std::size_t n) {
+  attnx::tensor<T, dyn, dyn, Dm> xt(B, n);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < Dm; ++c) xt(b, i, c) = static_cast<T>(x[(b * L + t0 + i) * Dm + c]);
+  return xt;
+}
+// A step's output y (B, n, Dm) into rows [t0, t0 + n) of every item of got.
+template <class Y>
+void keep_step_rows(const Y& y, mat& got, std::size_t B, std::size_t L, std::size_t t0, std::size_t n) {
+  constexpr std::size_t Dm = attnx::shape_of_t<Y>::cols;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < Dm; ++c) got[(b * L + t0 + i) * Dm + c] = static_cast<double>(y(b, i, c));
+}
+// max |got - want| / max |want| (infinite where got is NaN).
+inline double max_relative_error(const mat& got, const mat& want) {
+  double err = 0, top = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    err = std::max(err, std::isnan(got[i]) ? std::numeric_limits<double>::infinity() : std::abs(got[i] - want[i]));
+    top = std::max(top, std::abs(want[i]));
+  }
+  return err / top;
+}
+
 template <class T, std::size_t Dm, std::size_t H, std::size_t Hkv, class Store = T>
 void check_steps(std::size_t B, std::size_t L, std::size_t chunk, double tol) {
   using M = attnx::multi_head_attention<T, Dm, H, attnx::mha_options{.kv_heads = Hkv, .bias = false}>;
@@ -55,16 +82,11 @@ void check_steps(std::size_t B, std::size_t L, std::size_t chunk, double tol) {
   mat got(B * L * Dm);
   for (std::size_t t0 = 0; t0 < L; t0 += chunk) {
     const std::size_t n = std::min(chunk, L - t0);
-    attnx::tensor<T, dyn, dyn, Dm> xt(B, n);
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t c = 0; c < Dm; ++c) xt(b, i, c) = static_cast<T>(x[(b * L + t0 + i) * Dm + c]);
+    const auto xt = step_rows<T, Dm>(x, B, L, t0, n);
     const auto y = w.m.step(xt, cache);
     BOOST_TEST(y.dims()[0] == B);
     BOOST_TEST(y.dims()[1] == n);
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t c = 0; c < Dm; ++c) got[(b * L + t0 + i) * Dm + c] = static_cast<double>(y(b, i, c));
+    keep_step_rows(y, got, B, L, t0, n);
   }
   for (std::size_t b = 0; b < B; ++b) BOOST_TEST(cache.length(b) == L);
   double err = 0, top = 0;
@@ -1062,10 +1084,7 @@ void check_masked_steps(std::size_t B, std::size_t L, std::size_t chunk, bool wi
   mat got(B * L * Dm);
   for (std::size_t t0 = 0; t0 < L; t0 += chunk) {
     const std::size_t n = std::min(chunk, L - t0), K = wide ? cap : t0 + n;
-    attnx::tensor<T, dyn, dyn, Dm> xt(B, n);
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t c = 0; c < Dm; ++c) xt(b, i, c) = static_cast<T>(x[(b * L + t0 + i) * Dm + c]);
+    const auto xt = step_rows<T, Dm>(x, B, L, t0, n);
     attnx::tensor<bool, dyn, 1, 1, dyn> pad(B, K);
     attnx::tensor<bool, dyn, H, dyn, dyn> tree(B, n, K);
     attnx::tensor<T, dyn, H, dyn, dyn> bias(B, n, K);
@@ -1079,16 +1098,9 @@ void check_masked_steps(std::size_t B, std::size_t L, std::size_t chunk, bool wi
           }
       }
     const auto y = w.m.step(xt, cache, attnx::blocked(pad), attnx::blocked(tree), attnx::additive(bias));
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t c = 0; c < Dm; ++c) got[(b * L + t0 + i) * Dm + c] = static_cast<double>(y(b, i, c));
+    keep_step_rows(y, got, B, L, t0, n);
   }
-  double err = 0, top = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    err = std::max(err, std::isnan(got[i]) ? std::numeric_limits<double>::infinity() : std::abs(got[i] - want[i]));
-    top = std::max(top, std::abs(want[i]));
-  }
-  err /= top;
+  const double err = max_relative_error(got, want);
   BOOST_TEST_MESSAGE("masked steps of " << chunk << ", H " << H << ", kv_heads " << Hkv << ", storage of " << sizeof(Store)
                                         << " bytes: max error / max |y| " << err);
   BOOST_TEST(err <= tol);
@@ -1146,23 +1158,14 @@ void check_window_steps(std::size_t B, std::size_t L, std::size_t chunk, std::si
   mat got(B * L * Dm);
   for (std::size_t t0 = 0; t0 < L; t0 += chunk) {
     const std::size_t n = std::min(chunk, L - t0);
-    attnx::tensor<T, dyn, dyn, Dm> xt(B, n);
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t c = 0; c < Dm; ++c) xt(b, i, c) = static_cast<T>(x[(b * L + t0 + i) * Dm + c]);
+    const auto xt = step_rows<T, Dm>(x, B, L, t0, n);
     // (a cap of 1e6 leaves scores of order 1 unchanged to 1e-12: softcap's three steps in step's program)
     const auto y = capped ? w.m.step(xt, cache, attnx::softcap(1e6), attnx::sliding_window(W))
                           : w.m.step(xt, cache, attnx::sliding_window(W));
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t c = 0; c < Dm; ++c) got[(b * L + t0 + i) * Dm + c] = static_cast<double>(y(b, i, c));
+    keep_step_rows(y, got, B, L, t0, n);
   }
-  double err = 0, top = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    err = std::max(err, std::isnan(got[i]) ? std::numeric_limits<double>::infinity() : std::abs(got[i] - want[i]));
-    top = std::max(top, std::abs(want[i]));
-  }
-  BOOST_TEST(err / top < tol, "chunk " << chunk << ", window " << W << ": relative error " << err / top);
+  const double err = max_relative_error(got, want);
+  BOOST_TEST(err < tol, "chunk " << chunk << ", window " << W << ": relative error " << err);
 }
 
 BOOST_AUTO_TEST_CASE(steps_with_a_sliding_window) {

@@ -1,8 +1,9 @@
-// Attention variants. The named masks of one key interval per query: sliding_window (causal and two-sided),
-// documents, prefix_lm, chunked; bool masks' tile summary; soft-capping (softcap). Each against the double reference (reference.hpp) with the mask written out as a plain predicate on
-// (i, j) here; fused (every instruction set) and row by row; the prefill and the decode kernel; their skipped tiles
-// against the same mask given as a bool tensor, whose tiles are all computed (the same bits); special cases
-// (a window of 0, empty documents, more queries than keys, finite fills); the rules on bad input.
+// Attention variants: the named masks of one key interval per query (sliding_window, causal and two-sided;
+// documents, prefix_lm, chunked), bool masks' tile summary, soft-capping (softcap) and ALiBi. Each against the double
+// reference (reference.hpp) with the mask written out as a plain predicate on (t, j) here; fused (every instruction
+// set) and row by row; the prefill and the decode kernel; skipped tiles against the same mask given as two bool
+// tensors that block no whole tile (every tile computed: the same bits); special cases (a window of 0, empty
+// documents, more queries than keys, finite fills); the rules on bad input.
 #define BOOST_TEST_MODULE variants
 #include <boost/test/unit_test.hpp>
 
@@ -39,7 +40,9 @@ struct data {
   tensor<T, B, Lq, D> Q;
   tensor<T, B, Lk, D> K;
   tensor<T, B, Lk, Dv> V;
-  tensor<bool, Lq, Lk> M;  // the predicate as a tensor
+  // The predicate as two masks, M1 = M | E and M2 = !E with E one key in every 8 x 8 square that M blocks: neither
+  // blocks a whole tile, so every tile is computed (the baseline that skipping must equal bit for bit).
+  tensor<bool, Lq, Lk> M1, M2;
   explicit data(unsigned seed) {
     std::mt19937 g(seed);
     normal(Q, g), normal(K, g), normal(V, g);
@@ -56,7 +59,9 @@ struct data {
     for (std::size_t i = 0; i < Lq; ++i)
       for (std::size_t j = 0; j < Lk; ++j) {
         const bool ok = i + Lk >= Lq && visible(i + Lk - Lq, j);
-        M(i, j) = ok;
+        const bool e = i % 8 == 0 && j % 8 == 0 && !ok;
+        M1(i, j) = ok || e;
+        M2(i, j) = !e;
         for (std::size_t b = 0; b < B; ++b) s.allowed[(b * Lq + i) * Lk + j] = ok;
       }
     p.steps = {reference::score_step{reference::step::multiply, scale}};
@@ -69,8 +74,8 @@ struct data {
   }
 };
 
-// e fused on every instruction set and row by row against the reference, and fused against `same` (the mask as a
-// bool tensor) bit for bit unless it is nullptr.
+// e fused on every instruction set and row by row against the reference, and fused against `same` (the mask as
+// data::M1 and M2, every tile computed) bit for bit unless it is nullptr.
 template <class E, class F>
 void agree(const E& e, const F& same, const reference::problem& p, const std::string& what) {
   using R = result_t<E>;
@@ -111,7 +116,8 @@ void every_mask(unsigned seed, double fill = -std::numeric_limits<double>::infin
   const auto S = scale(x.Q * transpose(x.K), s);
   const auto run = [&](const auto& named, const visible_fn& vis, const std::string& what) {
     const reference::problem p = x.problem(double(s), vis, double(f));
-    agree(softmax(mask(S, named, f)) * x.V, softmax(mask(S, allowed(x.M), f)) * x.V, p, shape + what);
+    agree(softmax(mask(S, named, f)) * x.V, softmax(mask(mask(S, allowed(x.M1), f), allowed(x.M2), f)) * x.V, p,
+          shape + what);
   };
   for (std::size_t w : {std::size_t{1}, std::size_t{37}, Lk / 3 + 1, Lk})
     run(sliding_window(w), [w](std::size_t t, std::size_t j) { return j <= t && j + w > t; },
@@ -137,14 +143,15 @@ void every_mask(unsigned seed, double fill = -std::numeric_limits<double>::infin
   {
     const reference::problem p = x.problem(double(s), [&](std::size_t t, std::size_t j) { return j <= t && doc(t) == doc(j); }, double(f));
     agree(softmax(mask(mask(S, causal_bottom_right, f), documents(offs), f)) * x.V,
-          softmax(mask(S, allowed(x.M), f)) * x.V, p, shape + "causal then documents");
+          softmax(mask(mask(S, allowed(x.M1), f), allowed(x.M2), f)) * x.V, p, shape + "causal then documents");
     agree(softmax(mask(mask(S, documents(offs), f), causal_bottom_right, f)) * x.V,
-          softmax(mask(S, allowed(x.M), f)) * x.V, p, shape + "documents then causal");
+          softmax(mask(mask(S, allowed(x.M1), f), allowed(x.M2), f)) * x.V, p, shape + "documents then causal");
   }
   {
     const reference::problem p =
         x.problem(double(s), [](std::size_t t, std::size_t j) { return j / 24 == t / 24 && j + 30 > t && j <= t; }, double(f));
-    agree(softmax(mask(mask(S, chunked(24), f), sliding_window(30), f)) * x.V, softmax(mask(S, allowed(x.M), f)) * x.V,
+    agree(softmax(mask(mask(S, chunked(24), f), sliding_window(30), f)) * x.V,
+          softmax(mask(mask(S, allowed(x.M1), f), allowed(x.M2), f)) * x.V,
           p, shape + "chunked(24), sliding_window(30)");
   }
 }
