@@ -11,10 +11,18 @@
 //                            among them): 75% of the tiles blocked, skipped from the mask's tile summary
 //     softcap                softcap(30), causal                         (Gemma 2: c tanh(S / c) in the kernel)
 //     alibi                  causal, alibi()                             (BLOOM, MPT: the linear bias in the kernel)
+//   and the same kinds written as functions of the position (tile_function steps, compiled here):
+//     rel_bias               causal, S + index_select(rel, k_pos - q_pos + 255), a table of 511 (T5's relative bias)
+//     alibi_fn               causal, S - 1/16 (q_pos - k_pos)            (ALiBi written out)
+//     window_fn              mask_fn(q_pos >= k_pos && q_pos - k_pos < 256)
+//     softcap_fn             score_mod(30 tanh(s / 30)) with std::tanh, causal
+//     block_sparse_fn        mask_fn(open[i / 256][j / 256]): block_sparse's pattern as a function
 //   BM_decode_variant/<name>/L  one new token over a cache of L keys: full, or sliding_window(256)
 //   BM_fma_peak              this core's FMA peak, for the ratio
 // Counter "rel" is not set here: scripts/bench_report.py divides each time by causal's of the same L.
 #include <array>
+#include <cmath>
+#include <memory>
 #include <cstddef>
 #include <random>
 #include <string>
@@ -37,9 +45,13 @@ void fill(mat& t, unsigned seed) {
   for (auto& v : t) v = nd(g);
 }
 
-enum class variant { causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked, block_sparse, softcap, alibi };
+enum class variant {
+  causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked, block_sparse, softcap, alibi,
+  rel_bias, alibi_fn, window_fn, softcap_fn, block_sparse_fn
+};
 constexpr std::array names{"causal",  "window",       "window_bool", "documents", "documents_bidir", "prefix_lm",
-                           "chunked", "block_sparse", "softcap",     "alibi"};
+                           "chunked", "block_sparse", "softcap",     "alibi",     "rel_bias",        "alibi_fn",
+                           "window_fn", "softcap_fn", "block_sparse_fn"};
 
 void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
 
@@ -71,6 +83,10 @@ void BM_variant(benchmark::State& state) {
   for (std::size_t i = 0; i < L; ++i)
     for (std::size_t j = 0; j < L; ++j)
       m(i, j) = v == variant::block_sparse ? bool(open[(i / 256) * nb + j / 256]) : j <= i && j + 256 > i;
+  std::unique_ptr<bool[]> open_blocks(new bool[nb * nb]);
+  for (std::size_t n = 0; n < nb * nb; ++n) open_blocks[n] = open[n];
+  attnx::tensor<float, 511> rel;
+  for (std::size_t n = 0; n < 511; ++n) rel(n) = 0.5f * std::sin(0.05f * float(n));
   const auto run = [&](const auto& e) { time_into(state, o, e); };
   switch (v) {
     case variant::causal: run(attnx::attention(q, k, val, attnx::causal)); break;
@@ -83,6 +99,27 @@ void BM_variant(benchmark::State& state) {
     case variant::block_sparse: run(attnx::attention(q, k, val, attnx::allowed(m))); break;
     case variant::softcap: run(attnx::attention(q, k, val, attnx::softcap(30.f), attnx::causal)); break;
     case variant::alibi: run(attnx::attention(q, k, val, attnx::causal, attnx::alibi())); break;
+    case variant::rel_bias:
+      run(attnx::softmax(attnx::mask(attnx::scaled_scores(q, k) + attnx::index_select(rel, attnx::k_pos - attnx::q_pos + 255),
+                                     attnx::causal)) * val);
+      break;
+    case variant::alibi_fn:
+      run(attnx::softmax(attnx::mask(attnx::scaled_scores(q, k) - 0.0625f * (attnx::q_pos - attnx::k_pos), attnx::causal)) * val);
+      break;
+    case variant::window_fn:
+      run(attnx::attention(q, k, val, attnx::mask_fn(attnx::q_pos >= attnx::k_pos && attnx::q_pos - attnx::k_pos < 256)));
+      break;
+    case variant::softcap_fn:
+      run(attnx::attention(q, k, val, attnx::score_mod([](float s, auto, auto, auto, auto) { return 30.f * std::tanh(s / 30.f); }),
+                           attnx::causal));
+      break;
+    case variant::block_sparse_fn: {
+      const bool* blocks = open_blocks.get();
+      run(attnx::attention(q, k, val, attnx::mask_fn([blocks, nb](std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t i, std::ptrdiff_t j) {
+        return blocks[std::size_t(i / 256) * nb + std::size_t(j / 256)];
+      })));
+      break;
+    }
   }
   state.counters["L"] = double(L);
   state.SetLabel(names[static_cast<std::size_t>(v)]);
@@ -104,7 +141,7 @@ void BM_decode_variant(benchmark::State& state) {
 
 BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_variant)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {1024, 4096}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {1024, 4096}})
     ->ArgNames({"variant", "L"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -371,6 +371,11 @@ VARIANT_TEXT = {
     "block_sparse": "`allowed(M)`, M of 256 x 256 blocks, 75% blocked",
     "softcap": "`softcap(30), causal`",
     "alibi": "`causal, alibi()`",
+    "rel_bias": "`causal`, `S + index_select(rel, k_pos - q_pos + 255)` (a T5 relative-bias table, a function step)",
+    "alibi_fn": "`causal`, `S - (q_pos - k_pos) / 16` (ALiBi written out)",
+    "window_fn": "`mask_fn(q_pos >= k_pos && q_pos - k_pos < 256)` (the window as a function)",
+    "softcap_fn": "`score_mod(30 tanh(s / 30))` with std::tanh, `causal`",
+    "block_sparse_fn": "`mask_fn(open[i / 256][j / 256])`: block_sparse's pattern as a function",
 }
 VARIANT_GOALS = {"window": 0.2, "documents": 0.5, "block_sparse": 0.5, "softcap": 1.3, "alibi": 1.15}  # issue 64's targets at L = 4096, relative to causal
 

@@ -11,6 +11,8 @@
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/core/expression.hpp"
 #include "attnx/expr/mask.hpp"
+#include "attnx/expr/map.hpp"
+#include "attnx/expr/score_position.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/math/constexpr_math.hpp"
@@ -57,6 +59,10 @@ constexpr auto apply_one(S&& s, M&& m) {
 template <class S>
 constexpr auto apply_one(S&& s, softcap_value c) {
   return softcap(std::forward<S>(s), static_cast<value_t<S>>(c.cap));
+}
+template <class S, class F>
+constexpr auto apply_one(S&& s, score_mod_fn<F> m) {
+  return map(std::move(m.f), std::forward<S>(s));
 }
 template <class S>
 constexpr S&& apply_masks(S&& s) {

@@ -131,10 +131,15 @@ static_assert(is_fused_v<decltype(softmax(q * transpose(k) + a) * v)>);
 static_assert(is_fused_v<decltype(softmax(mask(dot_scores(q, k), causal_bottom_right)) * v)>);
 static_assert(is_fused_v<decltype(softmax(q * transpose(k)) * (v * tensor<float, Dv, Dv>{}))>);  // V an expression
 static_assert(is_fused_v<decltype(cast<double>(attention(q, k, v)))>);
+// functions of the scores and their positions: tile_function steps
+static_assert(is_fused_v<decltype(softmax(exp(q * transpose(k))) * v)>);
+static_assert(is_fused_v<decltype(softmax(q * transpose(k) - 0.5f * (q_pos - k_pos)) * v)>);
+static_assert(is_fused_v<decltype(softmax(mask(q * transpose(k), mask_fn(q_pos >= k_pos))) * v)>);
+static_assert(is_fused_v<decltype(softmax(map([](float s, auto, auto, auto i, auto j) { return s + float(i - j); }, q * transpose(k))) * v)>);
+static_assert(is_fused_v<decltype(softmax(2.f - relu(q * transpose(k))) * v)>);
 // not fused: other similarities, other functions of the scores, no V, integer types, too many steps
 static_assert(!is_fused_v<decltype(softmax(cosine_scores(q, k, 0.5)) * v)>);
 static_assert(!is_fused_v<decltype(softmax(rbf_scores(q, k, 0.5)) * v)>);
-static_assert(!is_fused_v<decltype(softmax(exp(q * transpose(k))) * v)>);
 static_assert(!is_fused_v<decltype(softmax(hadamard(q * transpose(k), a)) * v)>);
 static_assert(!is_fused_v<decltype(softmax(q * transpose(k) - a) * v)>);
 static_assert(!is_fused_v<decltype(attention_weights(q, k))>);
@@ -145,8 +150,7 @@ static_assert(fused_attention<decltype(attention(q, k, v))>);
 static_assert(why_not_fused_v<decltype(attention(q, k, v, causal, softcap(30.f)))>.empty());
 static_assert(why_not_fused_v<decltype(softmax(q * transpose(k) - a) * v)> ==
               "scores minus a tensor (a bias is added: S + (-M), or additive(-M))");
-static_assert(why_not_fused_v<decltype(softmax(exp(q * transpose(k))) * v)> ==
-              "an element-wise function of the scores the kernel's program does not have (it has tanh, as in softcap)");
+static_assert(why_not_fused_v<decltype(softmax(exp(q * transpose(k))) * v)>.empty());
 static_assert(why_not_fused_v<decltype(softmax(mask(hadamard(q * transpose(k), a), causal)) * v)> ==
               "scores multiplied by a tensor (hadamard): only numbers scale them");
 static_assert(why_not_fused_v<decltype(softmax(cosine_scores(q, k, 0.5)) * v)> ==

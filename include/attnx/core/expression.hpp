@@ -203,8 +203,16 @@ constexpr failed_expr<float, shape<>> foreign_arguments() {
   rules::check_expression_arguments<Args...>();
   return {};
 }
+// Functions of a score's position (expr/score_position.hpp: q_pos, k_pos, ...) derive from this tag: they are no
+// expression, but no foreign argument either.
+struct position_tag {};
+// A position expression (derived from position_tag).
+template <class P>
+concept position_expression = std::derived_from<std::remove_cvref_t<P>, position_tag>;
+
+// Whether some argument is foreign: neither an expression nor a position expression.
 template <class... Args>
-concept any_foreign = (!expression<Args> || ...);
+concept any_foreign = ((!expression<Args> && !position_expression<Args>) || ...);
 
 // A scalar is a rank-0 expression: it broadcasts against anything.
 template <class T>

@@ -29,6 +29,7 @@
 #include "attnx/expr/norm.hpp"
 #include "attnx/expr/position.hpp"
 #include "attnx/expr/reduce.hpp"
+#include "attnx/expr/score_position.hpp"
 #include "attnx/expr/select.hpp"
 #include "attnx/expr/slice.hpp"
 #include "attnx/exec/context.hpp"
@@ -682,8 +683,8 @@ struct evaluator<masked_expr<A, Kind>> {
   using T = value_t<E>;
   constexpr explicit evaluator(const E& e) : evaluator(e, dims_of(e)) {}
   constexpr evaluator(const E& e, const dims_t<S::rank>& d)
-      : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind(), d)), Lq(d[S::rank - 2]), Lk(dims_cols(d)),
-        rows(dims_rows(d)) {
+      : a(e.operand()), kind(e.kind()), fill(e.fill()), m(mask_of(e.kind(), d)), pos(d), Lq(d[S::rank - 2]),
+        Lk(dims_cols(d)), rows(dims_rows(d)) {
     // The lengths live in the caller's memory: checked again now, as the fused path does.
     if constexpr (std::is_same_v<Kind, key_lengths_mask>) check_key_lengths<S>(kind, d);
     if constexpr (std::is_same_v<Kind, key_range_mask>) check_key_range_mask<S>(kind, d);
@@ -708,11 +709,15 @@ struct evaluator<masked_expr<A, Kind>> {
       from = static_cast<T>(r % Lq + Lk) - static_cast<T>(Lq);
     } else if constexpr (is_bool) {
       m.begin_row(r);
+    } else if constexpr (is_function) {
+      pos.row(r);
     }
   }
   constexpr T at(std::size_t j) const {
     if constexpr (is_bool) {
       return m.at(j) ? static_cast<T>(a.at(j)) : fill;
+    } else if constexpr (is_function) {
+      return kind.f(pos.b, pos.h, pos.i, static_cast<std::ptrdiff_t>(j)) ? static_cast<T>(a.at(j)) : fill;
     } else if constexpr (is_padding) {
       return j < Kind::length ? static_cast<T>(a.at(j)) : fill;
     } else if constexpr (std::is_same_v<Kind, key_range_mask>) {
@@ -733,6 +738,12 @@ struct evaluator<masked_expr<A, Kind>> {
   static constexpr bool is_bool = is_bool_kind<Kind>::value;
   static constexpr bool is_causal = is_causal_kind<Kind>::value;
   static constexpr bool is_padding = is_padding_kind<Kind>::value;
+  template <class X> struct is_function_kind : std::false_type {};
+  template <class F> struct is_function_kind<function_mask<F>> : std::true_type {};
+  static constexpr bool is_function = is_function_kind<Kind>::value;
+  struct no_rows {
+    constexpr explicit no_rows(const dims_t<S::rank>&) {}
+  };
 
   struct no_mask {
     constexpr void begin_row(std::size_t) {}
@@ -749,6 +760,7 @@ struct evaluator<masked_expr<A, Kind>> {
   Kind kind;
   T fill;
   typename mask_evaluator<Kind>::type m;
+  [[no_unique_address]] std::conditional_t<is_function, detail::score_rows<S>, no_rows> pos;  // mask_fn's (b, h, i)
   std::ptrdiff_t limit = 0;
   std::size_t start = 0;
   T slope = T(0), from = T(0);  // alibi
@@ -756,6 +768,43 @@ struct evaluator<masked_expr<A, Kind>> {
   [[no_unique_address]] extent_value<S::extents[S::rank - 2]> Lq;
   [[no_unique_address]] extent_value<S::cols> Lk;
   [[no_unique_address]] extent_value<S::rows> rows;
+};
+
+// ---- functions of the score's position (expr/score_position.hpp) --------------------------------------------
+// S op p and map(f, S) with f(score, b, h, i, j): the row's (b, h, i) found once per row, j the column.
+template <class A, class S>
+struct positioned_operand {
+  constexpr positioned_operand(const A& e, const dims_t<S::rank>& d) : a(e), pos(d) {}
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    pos.row(r);
+  }
+  evaluator<A> a;
+  detail::score_rows<S> pos;
+};
+template <class Op, class A, class P, bool PositionFirst>
+struct evaluator<position_op_expr<Op, A, P, PositionFirst>> : positioned_operand<A, shape_of_t<A>> {
+  using T = value_t<A>;
+  constexpr explicit evaluator(const position_op_expr<Op, A, P, PositionFirst>& e)
+      : positioned_operand<A, shape_of_t<A>>(e.operand(), dims_of(e)), p(e.positions()) {}
+  constexpr T at(std::size_t j) const {
+    const auto& q = this->pos;
+    const T v = static_cast<T>(p(q.b, q.h, q.i, static_cast<std::ptrdiff_t>(j)));
+    if constexpr (PositionFirst) return Op{}(v, static_cast<T>(this->a.at(j)));
+    else return Op{}(static_cast<T>(this->a.at(j)), v);
+  }
+  P p;
+};
+template <class F, class A>
+struct evaluator<score_map_expr<F, A>> : positioned_operand<A, shape_of_t<A>> {
+  using T = value_t<A>;
+  constexpr explicit evaluator(const score_map_expr<F, A>& e)
+      : positioned_operand<A, shape_of_t<A>>(e.operand(), dims_of(e)), f(e.function()) {}
+  constexpr T at(std::size_t j) const {
+    const auto& q = this->pos;
+    return static_cast<T>(f(static_cast<T>(this->a.at(j)), q.b, q.h, q.i, static_cast<std::ptrdiff_t>(j)));
+  }
+  [[no_unique_address]] F f;
 };
 
 // ---- a unit batch axis (expr/heads.hpp) ------------------------------------------------------------

@@ -63,6 +63,7 @@ template <class E>
 struct chain {
   static constexpr bool value = false;
   static constexpr std::size_t steps = 0;
+  static constexpr bool functions = false;  // a step is a tile_function (compiled here; no fused backward)
   using q = void;
   using k = void;
 };
@@ -72,6 +73,7 @@ template <class Q, class K>
 struct chain<matmul_expr<Q, transpose_expr<K>>> {
   static constexpr bool value = true;
   static constexpr std::size_t steps = 0;
+  static constexpr bool functions = false;
   using q = Q;
   using k = K;
   struct held {
@@ -92,6 +94,7 @@ template <class Q, class K>
 struct chain<pairwise_expr<similarity::dot, Q, K>> {
   static constexpr bool value = true;
   static constexpr std::size_t steps = 1;
+  static constexpr bool functions = false;
   using q = Q;
   using k = K;
   struct held {
@@ -116,8 +119,167 @@ struct chain_link {
   using inner = chain<A>;
   static constexpr bool value = inner::value;
   static constexpr std::size_t steps = inner::steps + 1;
+  static constexpr bool functions = inner::functions;
   using q = typename inner::q;
   using k = typename inner::k;
+};
+
+// ---- functions of the score and its position: tile_function steps compiled here -------------------------------
+namespace detail {
+// f(s, b, h, i, j) over a tile (kernels/attention_problem.hpp's tile_function layout), the callable inlined.
+template <class T, class F>
+void tile_loop(T* s, std::ptrdiff_t rs, std::ptrdiff_t cs, std::size_t rows, std::size_t cols, std::size_t b,
+               std::size_t h, std::size_t i0, std::size_t j0, const F& f) {
+  const auto pb = static_cast<std::ptrdiff_t>(b), ph = static_cast<std::ptrdiff_t>(h);
+  for (std::size_t c = 0; c < cols; ++c) {
+    T* x = s + static_cast<std::ptrdiff_t>(c) * cs;
+    const auto j = static_cast<std::ptrdiff_t>(j0 + c);
+    for (std::size_t r = 0; r < rows; ++r) {
+      T& v = x[static_cast<std::ptrdiff_t>(r) * rs];
+      v = f(v, pb, ph, static_cast<std::ptrdiff_t>(i0 + r), j);
+    }
+  }
+}
+// A score function: Fn::template value<T>(f, s, b, h, i, j) is the new score.
+template <class T, class Fn, class F>
+void score_tile(const void* f, T* s, std::ptrdiff_t rs, std::ptrdiff_t cs, std::size_t rows, std::size_t cols,
+                std::size_t b, std::size_t h, std::size_t i0, std::size_t j0, T) {
+  const F& fn = *static_cast<const F*>(f);
+  tile_loop(s, rs, cs, rows, cols, b, h, i0, j0, [&fn](T v, std::ptrdiff_t pb, std::ptrdiff_t ph, std::ptrdiff_t i,
+                                                       std::ptrdiff_t j) { return Fn::template value<T>(fn, v, pb, ph, i, j); });
+}
+template <class T, class F>
+void mask_tile(const void* f, T* s, std::ptrdiff_t rs, std::ptrdiff_t cs, std::size_t rows, std::size_t cols,
+               std::size_t b, std::size_t h, std::size_t i0, std::size_t j0, T fill) {
+  const F& fn = *static_cast<const F*>(f);
+  tile_loop(s, rs, cs, rows, cols, b, h, i0, j0,
+            [&fn, fill](T v, std::ptrdiff_t pb, std::ptrdiff_t ph, std::ptrdiff_t i, std::ptrdiff_t j) {
+              return fn(pb, ph, i, j) ? v : fill;
+            });
+}
+template <class F>
+int mask_tile_cover(const void* f, std::size_t rows, std::size_t cols, std::size_t b, std::size_t h, std::size_t i0,
+                    std::size_t j0) {
+  const F& fn = *static_cast<const F*>(f);
+  const auto pb = static_cast<std::ptrdiff_t>(b), ph = static_cast<std::ptrdiff_t>(h);
+  bool any = false, every = true;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto i = static_cast<std::ptrdiff_t>(i0 + r);
+    std::size_t n = 0;  // (a count, not an early exit: a loop the compiler can vectorise)
+    for (std::size_t c = 0; c < cols; ++c) n += fn(pb, ph, i, static_cast<std::ptrdiff_t>(j0 + c)) ? 1u : 0u;
+    any = any || n != 0;
+    every = every && n == cols;
+    if (any && !every) return 1;
+  }
+  return any ? 2 : 0;
+}
+// The new score of each kind of score function (the row evaluators' arithmetic, eval/evaluator.hpp).
+template <class Op, bool PositionFirst>
+struct position_op_value {
+  template <class T, class P>
+  static T value(const P& p, T v, std::ptrdiff_t b, std::ptrdiff_t h, std::ptrdiff_t i, std::ptrdiff_t j) {
+    const T x = static_cast<T>(p(b, h, i, j));
+    if constexpr (PositionFirst) return Op{}(x, v);
+    else return Op{}(v, x);
+  }
+};
+struct score_map_value {
+  template <class T, class F>
+  static T value(const F& f, T v, std::ptrdiff_t b, std::ptrdiff_t h, std::ptrdiff_t i, std::ptrdiff_t j) {
+    return static_cast<T>(f(v, b, h, i, j));
+  }
+};
+template <class Op, class U, bool NumberFirst>
+struct number_op_value {
+  template <class T>
+  static T value(const U& u, T v, std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t) {
+    if constexpr (NumberFirst) return Op{}(static_cast<T>(u), v);
+    else return Op{}(v, static_cast<T>(u));
+  }
+};
+template <class Op>
+struct unary_value {
+  struct none {};
+  template <class T>
+  static T value(const none&, T v, std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t) { return Op{}(v); }
+};
+}  // namespace detail
+
+// A node over an inner chain whose step is a score function: F the data it keeps (a copy, alive while the kernel
+// runs), Fn its arithmetic.
+template <class A, class F, class Fn>
+struct function_link : chain_link<A> {
+  static constexpr bool functions = true;
+  struct held {
+    typename chain<A>::held in;
+    F f;
+    held(const A& a, F f_) : in(a), f(std::move(f_)) {}
+  };
+  template <class S, class T>
+  static void extract(const held& h, problem<T>& p, [[maybe_unused]] const dims_t<S::rank>& d) {
+    chain<A>::template extract<S>(h.in, p, d);
+    p.function({&detail::score_tile<T, Fn, F>, nullptr, &h.f});
+  }
+};
+
+// S op p, p op S: a position expression (expr/score_position.hpp)
+template <class Op, class A, class P, bool First>
+struct chain<position_op_expr<Op, A, P, First>> : function_link<A, P, detail::position_op_value<Op, First>> {
+  struct held : function_link<A, P, detail::position_op_value<Op, First>>::held {
+    explicit held(const position_op_expr<Op, A, P, First>& e)
+        : function_link<A, P, detail::position_op_value<Op, First>>::held(e.operand(), e.positions()) {}
+  };
+};
+
+// map(f, S) with f(score, b, h, i, j)
+template <class F, class A>
+struct chain<score_map_expr<F, A>> : function_link<A, F, detail::score_map_value> {
+  struct held : function_link<A, F, detail::score_map_value>::held {
+    explicit held(const score_map_expr<F, A>& e) : function_link<A, F, detail::score_map_value>::held(e.operand(), e.function()) {}
+  };
+};
+
+// S + c, S - c, maximum(S, c), minimum(S, c) with c a number, and c - S, c / S
+template <class Op, class A, class U>
+  requires(std::is_same_v<Op, ops::minus> || std::is_same_v<Op, ops::maximum> || std::is_same_v<Op, ops::minimum>)
+struct chain<binary_expr<Op, A, scalar<U>>> : function_link<A, U, detail::number_op_value<Op, U, false>> {
+  using base = function_link<A, U, detail::number_op_value<Op, U, false>>;
+  struct held : base::held {
+    explicit held(const binary_expr<Op, A, scalar<U>>& e) : base::held(e.lhs(), e.rhs().value()) {}
+  };
+};
+template <class A, class U>
+struct chain<binary_expr<ops::plus, A, scalar<U>>> : function_link<A, U, detail::number_op_value<ops::plus, U, false>> {
+  using base = function_link<A, U, detail::number_op_value<ops::plus, U, false>>;
+  struct held : base::held {
+    explicit held(const binary_expr<ops::plus, A, scalar<U>>& e) : base::held(e.lhs(), e.rhs().value()) {}
+  };
+};
+template <class Op, class A, class U>
+  requires(std::is_same_v<Op, ops::minus> || std::is_same_v<Op, ops::divides> || std::is_same_v<Op, ops::maximum> ||
+           std::is_same_v<Op, ops::minimum>)
+struct chain<binary_expr<Op, scalar<U>, A>> : function_link<A, U, detail::number_op_value<Op, U, true>> {
+  using base = function_link<A, U, detail::number_op_value<Op, U, true>>;
+  struct held : base::held {
+    explicit held(const binary_expr<Op, scalar<U>, A>& e) : base::held(e.rhs(), e.lhs().value()) {}
+  };
+};
+template <class A, class U>
+struct chain<binary_expr<ops::plus, scalar<U>, A>> : function_link<A, U, detail::number_op_value<ops::plus, U, true>> {
+  using base = function_link<A, U, detail::number_op_value<ops::plus, U, true>>;
+  struct held : base::held {
+    explicit held(const binary_expr<ops::plus, scalar<U>, A>& e) : base::held(e.rhs(), e.lhs().value()) {}
+  };
+};
+
+// Op(S) for an element-wise function the program has no step of its own for (exp, abs, the activations, ...)
+template <class Op, class A>
+  requires(!std::is_same_v<Op, ops::negate> && !std::is_same_v<Op, ops::tanh> && !std::is_same_v<Op, ops::logical_not>)
+struct chain<unary_expr<Op, A>> : function_link<A, typename detail::unary_value<Op>::none, detail::unary_value<Op>> {
+  using base = function_link<A, typename detail::unary_value<Op>::none, detail::unary_value<Op>>;
+  struct held : base::held {
+    explicit held(const unary_expr<Op, A>& e) : base::held(e.operand(), {}) {}
+  };
 };
 
 // scale(P, s): P * s, and temperature(P, t): P / t
@@ -173,6 +335,12 @@ template <class M>
 inline constexpr bool kernel_mask_kind<bool_mask<M>> = true;
 template <>
 inline constexpr bool kernel_mask_kind<alibi_bias> = true;
+template <class F>
+inline constexpr bool kernel_mask_kind<function_mask<F>> = true;
+template <class Kind>
+inline constexpr bool is_function_mask = false;
+template <class F>
+inline constexpr bool is_function_mask<function_mask<F>> = true;
 
 template <class Kind>
 struct mask_data {  // what a mask kind keeps alive: nothing, or its boolean operand
@@ -189,6 +357,7 @@ struct mask_data<bool_mask<M>> {
 template <class A, class Kind>
 struct chain<masked_expr<A, Kind>> : chain_link<A> {
   static constexpr bool value = chain<A>::value && detail::kernel_mask_kind<Kind>;
+  static constexpr bool functions = chain<A>::functions || detail::is_function_mask<Kind>;
   struct held {
     typename chain<A>::held in;
     Kind kind;
@@ -212,6 +381,9 @@ struct chain<masked_expr<A, Kind>> : chain_link<A> {
       p.key_interval(h.kind.range, fill);
     } else if constexpr (std::is_same_v<Kind, alibi_bias>) {
       p.linear_bias(h.kind.slopes.data(), h.kind.count);
+    } else if constexpr (detail::is_function_mask<Kind>) {
+      using F = decltype(h.kind.f);
+      p.mask_function({&detail::mask_tile<T, F>, &detail::mask_tile_cover<F>, &h.kind.f}, fill);
     } else if constexpr (requires { Kind::length; }) {
       p.key_padding(Kind::length, fill);
     } else {
@@ -382,10 +554,11 @@ struct chain_node_rejects<unary_expr<ops::negate, A>> : chain_rejects<A> {};
 template <class A>
 struct chain_node_rejects<unary_expr<ops::tanh, A>> : chain_rejects<A> {};
 template <class Op, class A>
-struct chain_node_rejects<unary_expr<Op, A>> {
-  static constexpr const char* why =
-      "an element-wise function of the scores the kernel's program does not have (it has tanh, as in softcap)";
-};
+struct chain_node_rejects<unary_expr<Op, A>> : chain_rejects<A> {};
+template <class Op, class A, class P, bool First>
+struct chain_node_rejects<position_op_expr<Op, A, P, First>> : chain_rejects<A> {};
+template <class F, class A>
+struct chain_node_rejects<score_map_expr<F, A>> : chain_rejects<A> {};
 template <class A, class M>
 struct chain_node_rejects<binary_expr<ops::plus, A, M>> : chain_rejects<A> {};
 template <class A, class M>

@@ -244,7 +244,8 @@ constexpr auto operator-(A&& a) { return make_unary<ops::negate>(std::forward<A>
 // An attnx expression combined with a foreign type (a std::vector, a span, another library's matrix): one
 // error saying how to wrap it (see rules::check_expression_arguments).
 template <class A, class B>
-concept one_foreign_operand = (expression<A> != expression<B>) && !arithmetic<A> && !arithmetic<B>;
+concept one_foreign_operand = (expression<A> != expression<B>) && !arithmetic<A> && !arithmetic<B> &&
+                              !position_expression<A> && !position_expression<B>;
 template <class A, class B>
   requires one_foreign_operand<A, B>
 constexpr auto operator+(A&&, B&&) { return foreign_arguments<A, B>(); }

@@ -391,7 +391,9 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
   using E = matmul_expr<softmax_expr<P>, V>;
   template <class G, class Acc>
   static constexpr void apply(const E& e, const G& g, Acc& acc) {
-    if (!std::is_constant_evaluated() && fused_backward(e, g, acc)) return;
+    if constexpr (!fused::chain<P>::functions) {  // (the kernel's backward has no tile_function step)
+      if (!std::is_constant_evaluated() && fused_backward(e, g, acc)) return;
+    }
     matmul_rule<softmax_expr<P>, V>::apply(e, g, acc);
   }
 
@@ -585,6 +587,22 @@ struct rule<masked_expr<A, Kind>> {
   static constexpr void apply(const masked_expr<A, Kind>& e, const G& g, Acc& acc) {
     using T = value_t<A>;
     pass(e.operand(), masked_expr<tensor_ref<T, shape_of_t<G>>, Kind>(tensor_ref<T, shape_of_t<G>>(g), e.kind(), T(0)), acc);
+  }
+};
+
+// Scores with a position expression (expr/score_position.hpp): the position is a constant of the leaves.
+template <class Op, class A, class P, bool PositionFirst>
+struct rule<position_op_expr<Op, A, P, PositionFirst>> {
+  template <class G, class Acc>
+  static constexpr void apply(const position_op_expr<Op, A, P, PositionFirst>& e, const G& g, Acc& acc) {
+    const A& a = e.operand();
+    const P& p = e.positions();
+    if constexpr (std::is_same_v<Op, ops::plus>) pass(a, g, acc);
+    else if constexpr (std::is_same_v<Op, ops::minus> && PositionFirst) pass(a, -g, acc);
+    else if constexpr (std::is_same_v<Op, ops::minus>) pass(a, g, acc);
+    else if constexpr (std::is_same_v<Op, ops::multiplies>) pass(a, g * p, acc);
+    else if constexpr (PositionFirst) pass(a, -((g * p) / square(a)), acc);  // p / a
+    else pass(a, g / p, acc);
   }
 };
 

@@ -5,8 +5,9 @@
 //   o_i  = sum_j softmax_j(s_i.) v_j                    (v_j row j of V(b, g))
 // The score program is the expression's own chain, innermost first: multiplications and divisions by
 // numbers (scale, temperature), masks that replace blocked scores by their fill value (causal,
-// key lengths, key padding, named key intervals, boolean), additive masks (biases), tanh (soft-capping) and
-// ALiBi's linear bias.
+// key lengths, key padding, named key intervals, boolean), additive masks (biases), tanh (soft-capping),
+// ALiBi's linear bias, and functions of the score and its position compiled where the expression is written (a
+// tile_function: expr/score_position.hpp's positions, map(f, S), mask_fn).
 // Applying the steps in the order the expression has them is what makes the kernel agree with the
 // row-by-row evaluator on every special value (docs/design.md, "Semantics of special values"). softmax
 // has the evaluator's rules: a row of -inf gives 0, NaN makes the row NaN, +inf entries share the weight.
@@ -43,10 +44,26 @@ enum class step_kind : unsigned char {
   key_padding,          // j >= length: s = value
   boolean_mask,         // !mask(b, h, i, j): s = value
   additive_mask,        // s += bias(b, h, i, j)
-  key_interval,         // j outside [lo(i), hi(i)) of a named mask (key_range below): s = value
+  key_interval,         // j outside [lo(i), hi(i)) of a named mask (attnx/util/key_range.hpp): s = value
   tanh,                 // s = tanh(s) (logit soft-capping: c tanh(s / c), with the factors around it)
-  linear_bias           // s += m_h (j - t), t = i + Lk - Lq, m_h = slopes[h] (ALiBi; one slope for every head
+  linear_bias,          // s += m_h (j - t), t = i + Lk - Lq, m_h = slopes[h] (ALiBi; one slope for every head
                         // when n_slopes is 1): T(m_h) * T(j - t), then added
+  function,             // s = f(s, b, h, i, j) (fn.apply)
+  mask_function         // !f(b, h, i, j): s = value (fn.apply; fn.cover says which tiles f blocks or allows whole)
+};
+
+// A function of the score and its position, compiled in the caller's translation unit into a loop over a tile of
+// scores, which the kernels call once per tile: the callable is inlined there, the kernels stay compiled once.
+// The tile's score (r, c), for query i0 + r and key j0 + c, is s[r * rs + c * cs], r < rows, c < cols.
+template <class T>
+struct tile_function {
+  // function: s = f(s, b, h, i, j); mask_function: s = fill where f(b, h, i, j) is false.
+  void (*apply)(const void* f, T* s, std::ptrdiff_t rs, std::ptrdiff_t cs, std::size_t rows, std::size_t cols,
+                std::size_t b, std::size_t h, std::size_t i0, std::size_t j0, T fill) = nullptr;
+  // mask_function: 0 if f blocks every score of the tile, 2 if it allows every one, else 1.
+  int (*cover)(const void* f, std::size_t rows, std::size_t cols, std::size_t b, std::size_t h, std::size_t i0,
+               std::size_t j0) = nullptr;
+  const void* f = nullptr;  // the callable, alive while the kernel runs
 };
 
 // The named masks' key intervals (sliding_window, documents, prefix_lm, chunked): attnx/util/key_range.hpp.
@@ -66,6 +83,7 @@ struct score_step {
   key_range range{};                      // key_interval
   const double* slopes = nullptr;         // linear_bias: n_slopes of them (1 or heads)
   std::size_t n_slopes = 0;
+  tile_function<T> fn{};                  // function, mask_function
 };
 
 // At most this many steps per problem (an expression with more is evaluated without the kernel).
@@ -133,6 +151,16 @@ struct attention_problem {
     score_step<T> s{step_kind::linear_bias, T(0)};
     s.slopes = slopes;
     s.n_slopes = n;
+    return push(s);
+  }
+  attention_problem& function(const tile_function<T>& f) {
+    score_step<T> s{step_kind::function, T(0)};
+    s.fn = f;
+    return push(s);
+  }
+  attention_problem& mask_function(const tile_function<T>& f, T fill = -std::numeric_limits<T>::infinity()) {
+    score_step<T> s{step_kind::mask_function, fill};
+    s.fn = f;
     return push(s);
   }
   attention_problem& push(const score_step<T>& s) {

@@ -119,6 +119,7 @@ bool run_backward(const attention_problem<T>& p, const attention_gradients<T>& g
   if (p.kv != kv_storage::same) return false;
   for (std::size_t s = 0; s < p.n_steps; ++s)  // (tanh: dS would need its derivative per score; the rules do it)
     if (p.steps[s].kind == step_kind::tanh) return false;
+  if (has_tile_functions(p)) return false;  // (the caller's functions: the rules differentiate their expressions)
   const score_plan<T> plan = make_plan(p);
   for (std::size_t b = 0; b < p.batch; ++b)
     for (std::size_t h = 0; h < p.heads; ++h)

@@ -32,7 +32,17 @@ constexpr bool is_limit(step_kind k) {
   return k == step_kind::causal_top_left || k == step_kind::causal_bottom_right || k == step_kind::key_lengths ||
          k == step_kind::causal_lengths || k == step_kind::key_padding || k == step_kind::key_interval;
 }
-constexpr bool is_replace(step_kind k) { return is_limit(k) || k == step_kind::boolean_mask; }
+constexpr bool is_replace(step_kind k) {
+  return is_limit(k) || k == step_kind::boolean_mask || k == step_kind::mask_function;
+}
+// Whether the program has a step compiled by the caller (tile_function): the decode kernels and the backward leave
+// such problems to the prefill kernel and the rules.
+template <class T>
+bool has_tile_functions(const attention_problem<T>& p) {
+  for (std::size_t s = 0; s < p.n_steps; ++s)
+    if (p.steps[s].kind == step_kind::function || p.steps[s].kind == step_kind::mask_function) return true;
+  return false;
+}
 
 // K or V of the decode kernel, whatever its element type (T, bf16 or f16): element c of row j of matrix
 // (b, g) at static_cast<const KV*>(data)[b * batch + g * head + j * row + c]. (Untyped so that the decode

@@ -49,7 +49,7 @@ void flash_attention_isa(const attention_problem<T>& p, unsigned threads) {
   validate(p);
   if (p.lq == 0 || p.dv == 0 || p.batch == 0 || p.heads == 0) return;
   if (kv_shared_by_batch(p)) return batch_folded<T, I>(p, threads);
-  if (p.lq <= decode_max_rows) {
+  if (p.lq <= decode_max_rows && !has_tile_functions(p)) {  // (the decode loops have no tile_function step)
     if constexpr (I == simd::isa::scalar) {
       return run_decode_kv<T, simd::isa::scalar, scalar::decode_kernel>(p, threads);
     }

@@ -40,6 +40,10 @@ void score_program_row(const attention_problem<T>& p, std::size_t b, std::size_t
       case step_kind::linear_bias:
         for (std::size_t j = 0; j < p.lk; ++j) s[j] += linear_bias_at(step, p, b, h, i, j);
         break;
+      case step_kind::function:
+      case step_kind::mask_function:
+        step.fn.apply(step.fn.f, s, 0, 1, 1, p.lk, b, h, i, 0, step.value);
+        break;
       default:  // a limit: the keys from it on (and below a key interval's start) take the step's value
         for (std::size_t j = step_limit(step, p, b, i); j < p.lk; ++j) s[j] = step.value;
         for (std::size_t j = 0, e = alg::min(p.lk, step_start(step, p, b, i)); j < e; ++j) s[j] = step.value;

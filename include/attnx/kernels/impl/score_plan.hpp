@@ -82,8 +82,8 @@ struct score_plan {
   // (soft skipping needs the keys' maximum first; poison would need the skipped part scanned).
   bool skip_starts = false;
   bool ranged = false;  // some limit step has a start (a key interval): the keys below it take the program
-  // Boolean mask steps whose blocked scores end as -inf (every later fill -inf, no bias after): a tile they block
-  // entirely weighs exactly 0 and is skipped; one bit per step index.
+  // Boolean mask and mask function steps whose blocked scores end as -inf (every later fill -inf, no bias after): a
+  // tile they block entirely weighs exactly 0 and is skipped; one bit per step index.
   unsigned hard_masks = 0;
 };
 
@@ -132,6 +132,8 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
         vals[nv++] = su.value;
       } else if (su.kind == step_kind::tanh) {
         for (std::size_t v = 0; v < nv; ++v) vals[v] = math::rt::tanh(vals[v]);
+      } else if (su.kind == step_kind::function) {  // the caller's function may make anything of a fill
+        ok = false;
       } else if (su.kind == step_kind::linear_bias) {  // a finite number added: only -inf stays what it was
         ok = alg::all_of(vals.begin(), vals.begin() + static_cast<std::ptrdiff_t>(nv), [](T x) { return x == -inf; });
       } else {
@@ -160,7 +162,8 @@ score_plan<T> make_plan(const attention_problem<T>& p) {
     plan.ranged = plan.ranged || plan.steps[plan.limits[li]].kind == step_kind::key_interval;
   }
   for (std::size_t t = 0; t < plan.n; ++t) {
-    if (plan.steps[t].kind != step_kind::boolean_mask || plan.steps[t].value != -inf) continue;
+    const step_kind kt = plan.steps[t].kind;
+    if ((kt != step_kind::boolean_mask && kt != step_kind::mask_function) || plan.steps[t].value != -inf) continue;
     bool hard = true;
     for (std::size_t u = t + 1; u < plan.n && hard; ++u) {
       const score_step<T>& su = plan.steps[u];

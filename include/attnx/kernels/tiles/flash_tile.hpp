@@ -397,6 +397,12 @@ struct kernel {
               V::store(x, tanh(V::load(x)));
             }
           break;
+        case step_kind::mask_function:
+          if (allowing >> si & 1u) break;  // f allows the whole tile
+          [[fallthrough]];
+        case step_kind::function:  // the caller's loop over the tile's live rows (key-major: rows contiguous)
+          st.fn.apply(st.fn.f, s.st, 1, static_cast<std::ptrdiff_t>(MQ), q.rows, nb, b, h, q.i0, j0, st.value);
+          break;
         default: break;
       }
     }
@@ -575,8 +581,10 @@ struct kernel {
     const std::size_t nb = alg::min(BC, (hard ? q.kskip : p.lk) - j0);
     unsigned allowing = 0;  // boolean steps that allow the whole tile (no element test)
     for (std::size_t si = 0; si < plan.n; ++si) {
-      if (plan.steps[si].kind != step_kind::boolean_mask) continue;
-      const mask_cover c = cover(plan.steps[si].mask, b, h, q, j0, nb);
+      const score_step<T>& st = plan.steps[si];
+      if (st.kind != step_kind::boolean_mask && st.kind != step_kind::mask_function) continue;
+      const mask_cover c = st.kind == step_kind::boolean_mask ? cover(st.mask, b, h, q, j0, nb)
+                                                              : mask_cover(st.fn.cover(st.fn.f, q.rows, nb, b, h, q.i0, j0));
       if (c == mask_cover::none && (plan.hard_masks >> si & 1u)) return;  // every score -inf: weight exactly 0
       if (c == mask_cover::all) allowing |= 1u << si;
     }
