@@ -17,6 +17,7 @@
 //     window_fn              mask_fn(q_pos >= k_pos && q_pos - k_pos < 256)
 //     softcap_fn             score_mod(30 tanh(s / 30)) with std::tanh, causal
 //     block_sparse_fn        mask_fn(open[i / 256][j / 256]): block_sparse's pattern as a function
+//     block_sparse_summary   allowed(block_mask(M)), block_sparse's M with its summary made once, outside the loop
 //   BM_decode_variant/<name>/L  one new token over a cache of L keys: full, or sliding_window(256)
 //   BM_fma_peak              this core's FMA peak, for the ratio
 // Counter "rel" is not set here: scripts/bench_report.py divides each time by causal's of the same L.
@@ -47,11 +48,11 @@ void fill(mat& t, unsigned seed) {
 
 enum class variant {
   causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked, block_sparse, softcap, alibi,
-  rel_bias, alibi_fn, window_fn, softcap_fn, block_sparse_fn
+  rel_bias, alibi_fn, window_fn, softcap_fn, block_sparse_fn, block_sparse_summary
 };
 constexpr std::array names{"causal",  "window",       "window_bool", "documents", "documents_bidir", "prefix_lm",
                            "chunked", "block_sparse", "softcap",     "alibi",     "rel_bias",        "alibi_fn",
-                           "window_fn", "softcap_fn", "block_sparse_fn"};
+                           "window_fn", "softcap_fn", "block_sparse_fn", "block_sparse_summary"};
 
 void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
 
@@ -82,7 +83,8 @@ void BM_variant(benchmark::State& state) {
     open[n] = n / nb == n % nb || (opened < nb * nb / 4 - nb && (n * 7919) % 3 == 0 && ++opened);
   for (std::size_t i = 0; i < L; ++i)
     for (std::size_t j = 0; j < L; ++j)
-      m(i, j) = v == variant::block_sparse ? bool(open[(i / 256) * nb + j / 256]) : j <= i && j + 256 > i;
+      m(i, j) = v == variant::block_sparse || v == variant::block_sparse_summary ? bool(open[(i / 256) * nb + j / 256])
+                                                                                 : j <= i && j + 256 > i;
   std::unique_ptr<bool[]> open_blocks(new bool[nb * nb]);
   for (std::size_t n = 0; n < nb * nb; ++n) open_blocks[n] = open[n];
   attnx::tensor<float, 511> rel;
@@ -113,6 +115,11 @@ void BM_variant(benchmark::State& state) {
       run(attnx::attention(q, k, val, attnx::score_mod([](float s, auto, auto, auto, auto) { return 30.f * std::tanh(s / 30.f); }),
                            attnx::causal));
       break;
+    case variant::block_sparse_summary: {
+      const attnx::block_mask bm(m);
+      run(attnx::attention(q, k, val, attnx::allowed(bm)));
+      break;
+    }
     case variant::block_sparse_fn: {
       const bool* blocks = open_blocks.get();
       run(attnx::attention(q, k, val, attnx::mask_fn([blocks, nb](std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t i, std::ptrdiff_t j) {
@@ -141,7 +148,7 @@ void BM_decode_variant(benchmark::State& state) {
 
 BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_variant)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {1024, 4096}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {1024, 4096}})
     ->ArgNames({"variant", "L"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

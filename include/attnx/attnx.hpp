@@ -17,6 +17,7 @@
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/mask.hpp"
+#include "attnx/expr/block_mask.hpp"
 #include "attnx/expr/score_position.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/expr/cast.hpp"

@@ -3,7 +3,7 @@
 // functions of the scores that the kernel runs as tile_function steps. Each against a plain double loop written here
 // (scores, the function, softmax, times V), fused on every instruction set with 1 and 2 threads (the same bits) and
 // row by row; mask_fn's skipped tiles against the same mask as two bool tensors that block no whole tile (the same
-// bits); sizes 1, 3, 17, 65, 130 with a dyn length; fully masked rows and NaN; gradients against central differences;
+// bits), and a bool mask's summary kept across calls (block_mask) the same way; sizes 1, 3, 17, 65, 130 with a dyn length; fully masked rows and NaN; gradients against central differences;
 // the same expressions in a constant evaluation; the rules on bad input.
 #define BOOST_TEST_MODULE score_functions
 #include <boost/test/unit_test.hpp>
@@ -118,6 +118,22 @@ void agree(const E& e, const F& same, const std::vector<double>& ref, const std:
   BOOST_TEST(d.empty(), what << " (row by row): " << d);
 }
 
+// A mask as two bool tensors, M1 = M | E and M2 = !E with E one key in every 8 x 8 square that M blocks: neither
+// blocks a whole tile, so every tile is computed (the baseline that skipping must equal bit for bit).
+struct every_tile {
+  tensor<bool, B, 1, dyn, dyn> M1, M2;
+  every_tile(std::size_t L, const std::function<bool(idx b, idx h, idx i, idx j)>& allow) : M1(L, L), M2(L, L) {
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t j = 0; j < L; ++j) {
+          const bool ok = allow(idx(b), 0, idx(i), idx(j));
+          const bool e = i % 8 == 0 && j % 8 == 0 && !ok;
+          M1(b, 0, i, j) = ok || e;
+          M2(b, 0, i, j) = !e;
+        }
+  }
+};
+
 const score_fn identity = [](double s, idx, idx, idx, idx) { return s; };
 const allow_fn everything = [](idx, idx, idx, idx) { return true; };
 
@@ -179,20 +195,10 @@ void every_form(std::size_t L, unsigned seed) {
   const auto blocks = mask_fn([](idx b, idx, idx i, idx j) { return b == 0 || i / 16 == j / 16; });
   const allow_fn blocks_ref = [](idx b, idx, idx i, idx j) { return b == 0 || i / 16 == j / 16; };
   for (const auto* which : {&band_ref, &blocks_ref}) {
-    // the same mask as two bool tensors, M | E and !E with E one key in every 8 x 8 square the mask blocks: neither
-    // blocks a whole tile, every tile is computed
-    tensor<bool, B, 1, dyn, dyn> M1(L, L), M2(L, L);
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < L; ++i)
-        for (std::size_t j = 0; j < L; ++j) {
-          const bool ok = (*which)(idx(b), 0, idx(i), idx(j));
-          const bool e = i % 8 == 0 && j % 8 == 0 && !ok;
-          M1(b, 0, i, j) = ok || e;
-          M2(b, 0, i, j) = !e;
-        }
+    const every_tile E(L, *which);
     // (up to 16 queries the bool masks take the decode kernel, another order of sums: no bit
     // comparison there)
-    const auto same = softmax(mask(mask(S, allowed(M1)), allowed(M2))) * x.V;
+    const auto same = softmax(mask(mask(S, allowed(E.M1)), allowed(E.M2))) * x.V;
     const auto ref = reference(x, ds, identity, *which);
     const bool prefill = L > 16;  // (the kernels' decode_max_rows)
     if (which == &band_ref) {
@@ -213,6 +219,41 @@ BOOST_AUTO_TEST_CASE(every_form_every_size) {
     every_form<float>(L, seed++);
     every_form<double>(L, seed++);
   }
+}
+
+// block_mask: a bool mask's summary kept across calls skips the same tiles, with the same bits, and refresh() follows
+// a changed mask.
+template <class T>
+void summarised(std::size_t L, unsigned seed) {
+  inputs<T> x(L, seed);
+  const auto S = scale(x.Q * transpose(x.K), T(0.3));
+  const std::string at = std::string(sizeof(T) == 4 ? "float" : "double") + " L=" + std::to_string(L) + ": ";
+  tensor<bool, B, 1, dyn, dyn> M(L, L);
+  allow_fn allow = [](idx b, idx, idx i, idx j) { return ((i / 40 + j / 40 + b) % 4 == 0) || i / 40 == j / 40; };
+  const auto fill_mask = [&] {
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t j = 0; j < L; ++j) M(b, 0, i, j) = allow(idx(b), 0, idx(i), idx(j));
+  };
+  fill_mask();
+  block_mask bm(M);
+  for (int round = 0; round < 2; ++round) {
+    const every_tile E(L, allow);
+    const auto ref = reference(x, double(T(0.3)), identity, allow);
+    const std::string what = at + "allowed(block_mask) round " + std::to_string(round);
+    if (L > 16) agree(softmax(mask(S, allowed(bm))) * x.V, softmax(mask(mask(S, allowed(E.M1)), allowed(E.M2))) * x.V, ref, what);
+    else agree(softmax(mask(S, allowed(bm))) * x.V, nullptr, ref, what);
+    allow = [](idx, idx, idx i, idx j) { return (i / 24) % 3 != 0 && j <= i + 5; };  // M changes: refreshed
+    fill_mask();
+    bm.refresh();
+  }
+}
+
+BOOST_AUTO_TEST_CASE(block_mask_summary) {
+  summarised<float>(300, 21);
+  summarised<double>(130, 22);
+  summarised<float>(17, 23);
+  summarised<double>(5, 24);
 }
 
 BOOST_AUTO_TEST_CASE(alibi_written_out_is_alibi) {

@@ -388,7 +388,14 @@ struct chain<masked_expr<A, Kind>> : chain_link<A> {
       p.key_padding(Kind::length, fill);
     } else {
       using M = std::remove_cvref_t<decltype(h.kind.mask)>;
-      p.boolean_mask(broadcast_of<shape_of_t<M>, S>(h.data.m.data(), h.data.dims), fill);
+      const kernels::broadcast<const bool> m = broadcast_of<shape_of_t<M>, S>(h.data.m.data(), h.data.dims);
+      p.boolean_mask(m, fill);
+      if (const mask_blocks& bl = h.kind.blocks; bl.state && bl.rows * bl.cols > 0) {  // the summary's strides, in blocks
+        const auto br = static_cast<std::ptrdiff_t>((bl.rows + 7) / 8), bc = static_cast<std::ptrdiff_t>((bl.cols + 7) / 8);
+        const auto matrix = static_cast<std::ptrdiff_t>(bl.rows * bl.cols);
+        p.steps[p.n_steps - 1].blocks = {bl.state, m.batch / matrix * br * bc, m.head / matrix * br * bc,
+                                         m.row == 0 ? 0 : bc, m.col == 0 ? 0 : 1};
+      }
     }
   }
 };

@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -171,10 +172,16 @@ constexpr auto additive(M&&) {
   return additive_mask<failed_expr<float, shape<>>>{foreign_arguments<M>()};
 }
 
-// A boolean mask expression, as stored in a masked_expr.
+// A bool mask's summary by 8 x 8 blocks of its matrices (expr/block_mask.hpp), or none.
+struct mask_blocks {
+  const std::uint8_t* state = nullptr;  // per block: 0 every key blocked, 1 some, 2 every key allowed
+  std::size_t rows = 0, cols = 0;       // the mask's matrix extents
+};
+// A boolean mask expression, as stored in a masked_expr (with blocks, its summary kept across calls).
 template <class M>
 struct bool_mask {
   M mask;
+  mask_blocks blocks{};
 };
 
 // mask(S, kind, fill): the node; kind one of the masks above, fill the value of a blocked score.
@@ -406,8 +413,16 @@ template <class M>
 constexpr auto blocked(const bool_mask<M>&) {
   return detail::polarity_said_twice<M>();
 }
+template <class S>
+class block_mask;  // expr/block_mask.hpp
+namespace detail {
+template <class B>
+inline constexpr bool is_block_mask = false;
+template <class S>
+inline constexpr bool is_block_mask<block_mask<S>> = true;
+}  // namespace detail
 template <class M>
-  requires(any_foreign<M> && !detail::is_bool_mask<std::remove_cvref_t<M>>)
+  requires(any_foreign<M> && !detail::is_bool_mask<std::remove_cvref_t<M>> && !detail::is_block_mask<std::remove_cvref_t<M>>)
 constexpr auto allowed(M&&) {
   return bool_mask<decltype(foreign_arguments<M>())>{foreign_arguments<M>()};
 }

@@ -79,6 +79,8 @@ struct score_step {
   const std::size_t* lengths = nullptr;   // key_lengths, causal_lengths: one per batch item, each <= Lk; linear_bias:
                                           // the keys each item holds (t = i + lengths[b] - Lq), or none (Lk)
   broadcast<const bool> mask{};           // boolean_mask: true = allowed
+  broadcast<const std::uint8_t> blocks{}; // boolean_mask, optional: the mask's 8 x 8 blocks at (b, h, i / 8, j / 8):
+                                          // 0 every key blocked, 1 some, 2 none (a summary kept across calls)
   broadcast<const T> bias{};              // additive_mask
   key_range range{};                      // key_interval
   const double* slopes = nullptr;         // linear_bias: n_slopes of them (1 or heads)

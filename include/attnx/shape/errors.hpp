@@ -136,6 +136,7 @@ template <class... Facts> struct map_function_not_callable { static constexpr bo
 template <class... Facts> struct map_result_not_arithmetic { static constexpr bool value = false; };
 template <class... Facts> struct positions_need_rank_2_scores { static constexpr bool value = false; };
 template <class... Facts> struct mask_function_not_boolean { static constexpr bool value = false; };
+template <class... Facts> struct block_mask_needs_a_named_tensor { static constexpr bool value = false; };
 template <class... Facts> struct position_table_needs_rank_1 { static constexpr bool value = false; };
 template <class... Facts> struct where_condition_must_be_boolean { static constexpr bool value = false; };
 template <class... Facts> struct norm_weight_must_be_rank_1 { static constexpr bool value = false; };

@@ -370,9 +370,11 @@ struct kernel {
         }
         case step_kind::boolean_mask:
           if (allowing >> si & 1u) break;  // the mask allows the whole tile
-          for (std::size_t r = 0; r < q.rows; ++r)
-            for (std::size_t j = 0; j < nb; ++j)
-              if (!st.mask.at(b, h, q.i0 + r, j0 + j)) s.st[j * MQ + r] = st.value;
+          if (st.blocks.data) {            // by the summary's 8 x 8 blocks: the element test only in mixed ones
+            masked_blocks(st, b, h, q, j0, nb, s.st);
+            break;
+          }
+          mask_elements(st, b, h, q.i0, 0, q.rows, j0, 0, nb, s.st);
           break;
         case step_kind::additive_mask:
           for (std::size_t r = 0; r < q.rows; ++r)
@@ -434,6 +436,50 @@ struct kernel {
       }
     }
     return every == ones ? mask_cover::all : any != 0 ? mask_cover::some : mask_cover::none;
+  }
+
+  // A boolean step on the tile's rows [r0, r1) and keys [c0, c1) (scores st, key-major), element by element.
+  static void mask_elements(const score_step<T>& st, std::size_t b, std::size_t h, std::size_t i0, std::size_t r0,
+                            std::size_t r1, std::size_t j0, std::size_t c0, std::size_t c1, T* sc) {
+    for (std::size_t r = r0; r < r1; ++r)
+      for (std::size_t j = c0; j < c1; ++j)
+        if (!st.mask.at(b, h, i0 + r, j0 + j)) sc[j * MQ + r] = st.value;
+  }
+  // A boolean step with its summary: each 8 x 8 block of the tile left alone, filled, or tested element by element.
+  static void masked_blocks(const score_step<T>& st, std::size_t b, std::size_t h, const query_block& q, std::size_t j0,
+                            std::size_t nb, T* sc) {
+    const broadcast<const std::uint8_t>& bl = st.blocks;
+    const std::size_t i_last = bl.row == 0 ? 0 : (q.i0 + q.rows - 1) / 8, j_last = bl.col == 0 ? 0 : (j0 + nb - 1) / 8;
+    for (std::size_t bi = bl.row == 0 ? 0 : q.i0 / 8; bi <= i_last; ++bi) {
+      const std::size_t r0 = bl.row == 0 ? 0 : alg::max(bi * 8, q.i0) - q.i0;
+      const std::size_t r1 = bl.row == 0 ? q.rows : alg::min(bi * 8 + 8, q.i0 + q.rows) - q.i0;
+      for (std::size_t bj = bl.col == 0 ? 0 : j0 / 8; bj <= j_last; ++bj) {
+        const std::size_t c0 = bl.col == 0 ? 0 : alg::max(bj * 8, j0) - j0;
+        const std::size_t c1 = bl.col == 0 ? nb : alg::min(bj * 8 + 8, j0 + nb) - j0;
+        const std::uint8_t v = bl.at(b, h, bi, bj);
+        if (v == 1) {
+          mask_elements(st, b, h, q.i0, r0, r1, j0, c0, c1, sc);
+        } else if (v == 0) {
+          for (std::size_t j = c0; j < c1; ++j)
+            for (std::size_t r = r0; r < r1; ++r) sc[j * MQ + r] = st.value;
+        }
+      }
+    }
+  }
+
+  // The same from a summary of the mask by 8 x 8 blocks (any tile: the blocks it touches, whole or in part).
+  static mask_cover block_cover(const broadcast<const std::uint8_t>& s, std::size_t b, std::size_t h,
+                                const query_block& q, std::size_t j0, std::size_t nb) {
+    const std::size_t i_first = s.row == 0 ? 0 : q.i0 / 8, i_last = s.row == 0 ? 0 : (q.i0 + q.rows - 1) / 8;
+    const std::size_t j_first = s.col == 0 ? 0 : j0 / 8, j_last = s.col == 0 ? 0 : (j0 + nb - 1) / 8;
+    bool any = false, every = true;
+    for (std::size_t bi = i_first; bi <= i_last; ++bi)
+      for (std::size_t bj = j_first; bj <= j_last; ++bj) {
+        const std::uint8_t v = s.at(b, h, bi, bj);
+        any = any || v != 0;
+        every = every && v == 2;
+      }
+    return every ? mask_cover::all : any ? mask_cover::some : mask_cover::none;
   }
 
   // Soft skipping: whether every row of the block gives the skipped keys' largest possible score a
@@ -583,8 +629,9 @@ struct kernel {
     for (std::size_t si = 0; si < plan.n; ++si) {
       const score_step<T>& st = plan.steps[si];
       if (st.kind != step_kind::boolean_mask && st.kind != step_kind::mask_function) continue;
-      const mask_cover c = st.kind == step_kind::boolean_mask ? cover(st.mask, b, h, q, j0, nb)
-                                                              : mask_cover(st.fn.cover(st.fn.f, q.rows, nb, b, h, q.i0, j0));
+      const mask_cover c = st.kind != step_kind::boolean_mask ? mask_cover(st.fn.cover(st.fn.f, q.rows, nb, b, h, q.i0, j0))
+                           : st.blocks.data                   ? block_cover(st.blocks, b, h, q, j0, nb)
+                                                              : cover(st.mask, b, h, q, j0, nb);
       if (c == mask_cover::none && (plan.hard_masks >> si & 1u)) return;  // every score -inf: weight exactly 0
       if (c == mask_cover::all) allowing |= 1u << si;
     }
