@@ -273,6 +273,11 @@ BOOST_AUTO_TEST_CASE(grouped_query_attention) {
         sliding_window(3));
   check("GQA self, causal + documents", f, x, self_t{}, [](auto, auto i, auto j) { return j <= i && (i < 2) == (j < 2); },
         1e-12, causal, documents(offs));
+  // masks as functions of the position, through the module's masks as well
+  check("GQA self, mask_fn(window of 3)", f, x, self_t{}, [](auto, auto i, auto j) { return j <= i && j + 3 > i; }, 1e-12,
+        mask_fn(q_pos >= k_pos && q_pos - k_pos < 3));
+  check("GQA self, mask_fn(f(b, h, i, j))", f, x, self_t{}, [](auto b, auto i, auto j) { return b == 1 ? j <= i : j != 1; },
+        1e-12, mask_fn([](std::ptrdiff_t b, std::ptrdiff_t, std::ptrdiff_t i, std::ptrdiff_t j) { return b == 1 ? j <= i : j != 1; }));
   check("GQA cross", f, x, mem, all, 1e-12);
 
   using MF = multi_head_attention<float, 16, 4, mha_options{.kv_heads = 2, .bias = false}>;
