@@ -18,6 +18,7 @@
 //     softcap_fn             score_mod(30 tanh(s / 30)) with std::tanh, causal
 //     block_sparse_fn        mask_fn(open[i / 256][j / 256]): block_sparse's pattern as a function
 //     block_sparse_summary   allowed(block_mask(M)), block_sparse's M with its summary made once, outside the loop
+//     sinks                  causal, sinks(t)                              (gpt-oss: a logit in every row's softmax)
 //   BM_decode_variant/<name>/L  one new token over a cache of L keys: full, or sliding_window(256)
 //   BM_fma_peak              this core's FMA peak, for the ratio
 // Counter "rel" is not set here: scripts/bench_report.py divides each time by causal's of the same L.
@@ -48,11 +49,11 @@ void fill(mat& t, unsigned seed) {
 
 enum class variant {
   causal, window, window_bool, documents, documents_bidir, prefix_lm, chunked, block_sparse, softcap, alibi,
-  rel_bias, alibi_fn, window_fn, softcap_fn, block_sparse_fn, block_sparse_summary
+  rel_bias, alibi_fn, window_fn, softcap_fn, block_sparse_fn, block_sparse_summary, sinks
 };
 constexpr std::array names{"causal",  "window",       "window_bool", "documents", "documents_bidir", "prefix_lm",
                            "chunked", "block_sparse", "softcap",     "alibi",     "rel_bias",        "alibi_fn",
-                           "window_fn", "softcap_fn", "block_sparse_fn", "block_sparse_summary"};
+                           "window_fn", "softcap_fn", "block_sparse_fn", "block_sparse_summary", "sinks"};
 
 void BM_fma_peak(benchmark::State& state) { bench::fma_peak_benchmark(state); }
 
@@ -120,6 +121,12 @@ void BM_variant(benchmark::State& state) {
       run(attnx::attention(q, k, val, attnx::allowed(bm)));
       break;
     }
+    case variant::sinks: {
+      attnx::tensor<float, 1> t;
+      t(0) = 1.5f;
+      run(attnx::attention(q, k, val, attnx::causal, attnx::sinks(t)));
+      break;
+    }
     case variant::block_sparse_fn: {
       const bool* blocks = open_blocks.get();
       run(attnx::attention(q, k, val, attnx::mask_fn([blocks, nb](std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t i, std::ptrdiff_t j) {
@@ -148,7 +155,7 @@ void BM_decode_variant(benchmark::State& state) {
 
 BENCHMARK(BM_fma_peak)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_variant)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {1024, 4096}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {1024, 4096}})
     ->ArgNames({"variant", "L"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -377,6 +377,7 @@ VARIANT_TEXT = {
     "softcap_fn": "`score_mod(30 tanh(s / 30))` with std::tanh, `causal`",
     "block_sparse_fn": "`mask_fn(open[i / 256][j / 256])`: block_sparse's pattern as a function",
     "block_sparse_summary": "`allowed(block_mask(M))`: block_sparse's M, its summary kept across calls",
+    "sinks": "`causal, sinks(t)` (a sink logit in every row's softmax)",
 }
 VARIANT_GOALS = {"window": 0.2, "documents": 0.5, "block_sparse": 0.5, "block_sparse_summary": 0.5, "softcap": 1.3, "alibi": 1.15}  # issue 64's targets at L = 4096, relative to causal
 

@@ -20,6 +20,8 @@ Cases (True = the key is allowed):
   relbias     s + rel[clamp(j - i + 9, 0, 18)], rel 19 values             (T5's relative bias, clamped)
   scoremod    s (1 + b) + 0.01 (h (i mod 5) - j mod 3)                   (any function of the position)
   maskfn      (i + j) mod 3 != 1 or j == i                                (a mask as a function)
+  sinks       causal, a sink logit per head ("sinks.table") in every row's softmax, no value (gpt-oss); its gradient
+              "sinks.dtable" too
 """
 import math
 import os
@@ -76,6 +78,15 @@ bb = torch.arange(B, dtype=D)[:, None, None, None]
 hh = torch.arange(H, dtype=D)[None, :, None, None]
 case("scoremod", lambda s: s * (1 + bb) + 0.01 * (hh * (i % 5).to(D) - (j % 3).to(D)), None)
 case("maskfn", None, ((i + j) % 3 != 1) | (j == i))
+
+# Attention sinks (gpt-oss): one logit per head joins each row's softmax and carries no value; its gradient too.
+sink = (torch.rand(H, dtype=D) * 2 - 1).requires_grad_()
+s = (q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(~causal, float("-inf"))
+logits = torch.cat([s, sink[None, :, None, None].expand(B, H, L, 1)], dim=-1)
+y = torch.softmax(logits, dim=-1)[..., :L] @ v
+dq, dk, dv, dsink = torch.autograd.grad(y, [q, k, v, sink], dy)
+for n, t in (("table", sink), ("y", y), ("dq", dq), ("dk", dk), ("dv", dv), ("dtable", dsink)):
+    tensors[f"sinks.{n}"] = t.detach()
 
 save(out, tensors, {"torch": torch.__version__})
 print(f"wrote {len(tensors)} tensors to {out}")

@@ -6,6 +6,7 @@
 // Masks are applied in order; any mask accepted by mask() may be passed, and softcap(c) (soft-capping, expr/mask.hpp).
 #pragma once
 
+#include <tuple>
 #include <utility>
 
 #include "attnx/expr/elementwise.hpp"
@@ -13,6 +14,7 @@
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/map.hpp"
 #include "attnx/expr/score_position.hpp"
+#include "attnx/expr/sinks.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/math/constexpr_math.hpp"
@@ -85,9 +87,9 @@ constexpr auto attention_weights(Q&&, K&&, Masks&&...) {
   return foreign_arguments<Q, K>();
 }
 
-// Scaled dot-product attention: attention_weights(Q, K, masks...) * V, lazy (the fused kernel where it applies).
+namespace detail {
 template <expression Q, expression K, expression V, class... Masks>
-constexpr auto attention(Q&& q, K&& k, V&& v, Masks&&... masks) {
+constexpr auto attention_of(Q&& q, K&& k, V&& v, Masks&&... masks) {
   using SK = shape_of_t<K>;
   using SV = shape_of_t<V>;
   constexpr bool quiet = any_failed_v<K, V>;
@@ -100,6 +102,30 @@ constexpr auto attention(Q&& q, K&& k, V&& v, Masks&&... masks) {
   }
   return detail::make_matmul<!values_ok>(attention_weights(std::forward<Q>(q), std::forward<K>(k), std::forward<Masks>(masks)...),
                                          std::forward<V>(v));
+}
+template <class... Ms>
+inline constexpr bool last_is_sinks = false;
+template <class M>
+inline constexpr bool last_is_sinks<M> = is_sink_logits<std::remove_cvref_t<M>>;
+template <class M0, class M1, class... Ms>
+inline constexpr bool last_is_sinks<M0, M1, Ms...> = last_is_sinks<M1, Ms...>;
+}  // namespace detail
+
+// Scaled dot-product attention: attention_weights(Q, K, masks...) * V, lazy (the fused kernel where it applies); with
+// sinks(t) last, with_sinks of it (expr/sinks.hpp).
+template <expression Q, expression K, expression V, class... Masks>
+constexpr auto attention(Q&& q, K&& k, V&& v, Masks&&... masks) {
+  if constexpr (detail::last_is_sinks<Masks...>) {
+    constexpr std::size_t n = sizeof...(Masks);
+    auto args = std::forward_as_tuple(std::forward<Masks>(masks)...);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return with_sinks(detail::attention_of(std::forward<Q>(q), std::forward<K>(k), std::forward<V>(v),
+                                             std::get<I>(std::move(args))...),
+                        std::get<n - 1>(args));
+    }(std::make_index_sequence<n - 1>{});
+  } else {
+    return detail::attention_of(std::forward<Q>(q), std::forward<K>(k), std::forward<V>(v), std::forward<Masks>(masks)...);
+  }
 }
 template <class Q, class K, class V, class... Masks>
   requires any_foreign<Q, K, V>

@@ -19,6 +19,7 @@
 #include "attnx/expr/mask.hpp"
 #include "attnx/expr/block_mask.hpp"
 #include "attnx/expr/score_position.hpp"
+#include "attnx/expr/sinks.hpp"
 #include "attnx/expr/heads.hpp"
 #include "attnx/expr/cast.hpp"
 #include "attnx/expr/evaluated.hpp"

@@ -2,14 +2,16 @@
 // head_pos, batch_pos, tables read at a position), map(f, S) with f(score, b, h, i, j), mask_fn and the element-wise
 // functions of the scores that the kernel runs as tile_function steps. Each against a plain double loop written here
 // (scores, the function, softmax, times V), fused on every instruction set with 1 and 2 threads (the same bits) and
-// row by row; mask_fn's skipped tiles against the same mask as two bool tensors that block no whole tile (the same
-// bits), and a bool mask's summary kept across calls (block_mask) the same way; sizes 1, 3, 17, 65, 130 with a dyn length; fully masked rows and NaN; gradients against central differences;
-// the same expressions in a constant evaluation; the rules on bad input.
+// row by row; mask_fn's skipped tiles, and a bool mask's summary kept across calls (block_mask), against the same
+// mask as two bool tensors that block no whole tile (the same bits); attention sinks; sizes 1, 3, 17, 65, 130 with a
+// dyn length; fully masked rows and NaN; gradients against central differences, the sinks' own included; the same
+// expressions in a constant evaluation; the rules on bad input.
 #define BOOST_TEST_MODULE score_functions
 #include <boost/test/unit_test.hpp>
 
 #include <attnx/attnx.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -42,7 +44,8 @@ struct inputs {
 
 // softmax_j(f(s q_i . k_j, b, h, i, j), -inf where !allow) V, in double; a row with no allowed key is 0.
 template <class T>
-std::vector<double> reference(const inputs<T>& x, double s, const score_fn& f, const allow_fn& allow) {
+std::vector<double> reference(const inputs<T>& x, double s, const score_fn& f, const allow_fn& allow,
+                              const std::vector<double>& sinks = {}) {
   const std::size_t L = x.L;
   std::vector<double> out(B * H * L * D, 0.0), sc(L);
   for (std::size_t b = 0; b < B; ++b)
@@ -59,12 +62,15 @@ std::vector<double> reference(const inputs<T>& x, double s, const score_fn& f, c
           m = std::max(m, sc[j]);
         }
         double* o = &out[((b * H + h) * L + i) * D];
+        const double sink = sinks.empty() ? -std::numeric_limits<double>::infinity() : sinks[sinks.size() == 1 ? 0 : h];
+        if (sink > m || sink != sink) m = sink;
+        nan = nan || sink != sink;
         if (nan) {
           for (std::size_t c = 0; c < D; ++c) o[c] = std::numeric_limits<double>::quiet_NaN();
           continue;
         }
         if (m == -std::numeric_limits<double>::infinity()) continue;
-        double sum = 0;
+        double sum = sink == -std::numeric_limits<double>::infinity() ? 0 : std::exp(sink - m);
         for (std::size_t j = 0; j < L; ++j) sum += (sc[j] = std::exp(sc[j] - m));
         for (std::size_t j = 0; j < L; ++j)
           for (std::size_t c = 0; c < D; ++c) o[c] += sc[j] / sum * double(x.V(b, h, j, c));
@@ -319,6 +325,74 @@ BOOST_AUTO_TEST_CASE(special_values) {
   for (std::size_t c = 0; c < D; ++c) BOOST_TEST(o(0, 1, 4, c) == x.V(0, 1, 4, c));
 }
 
+// Attention sinks (expr/sinks.hpp): a logit per head in every row's denominator.
+template <class T>
+void with_sink_logits(std::size_t L, unsigned seed) {
+  inputs<T> x(L, seed);
+  const std::string at = std::string(sizeof(T) == 4 ? "float" : "double") + " L=" + std::to_string(L) + ": ";
+  tensor<T, H> t;
+  t(0) = T(-1.5), t(1) = T(0.5), t(2) = T(3);
+  const std::vector<double> sig{double(t(0)), double(t(1)), double(t(2))};
+  const double ds = 1 / std::sqrt(double(D));
+  const allow_fn causal_ref = [](idx, idx, idx i, idx j) { return j <= i; };
+  agree(attention(x.Q, x.K, x.V, causal, sinks(t)), nullptr, reference(x, ds, identity, causal_ref, sig), at + "causal, sinks(t)");
+  agree(attention(x.Q, x.K, x.V, sinks(0.25)), nullptr, reference(x, ds, identity, everything, {0.25}), at + "sinks(0.25)");
+  agree(with_sinks(softmax(mask(scale(x.Q * transpose(x.K), T(ds)), mask_fn(q_pos - k_pos < 4 && q_pos >= k_pos))) * x.V, t),
+        nullptr, reference(x, double(T(ds)), identity, [](idx, idx, idx i, idx j) { return i - j < 4 && i >= j; }, sig),
+        at + "with_sinks(mask_fn window)");
+  // merge_heads of attention with sinks (the kernel writes the heads side by side)
+  const result_t<decltype(merge_heads(attention(x.Q, x.K, x.V, causal, sinks(t))))> m =
+      merge_heads(attention(x.Q, x.K, x.V, causal, sinks(t)));
+  const auto ref = reference(x, ds, identity, causal_ref, sig);
+  double worst = 0;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t c = 0; c < D; ++c)
+          worst = std::max(worst, std::fabs(double(m(b, i, h * D + c)) - ref[((b * H + h) * L + i) * D + c]));
+  BOOST_TEST(worst < (sizeof(T) == 4 ? 2e-5 : 1e-12), at << "merge_heads(with sinks) off by " << worst);
+}
+
+BOOST_AUTO_TEST_CASE(attention_sinks) {
+  unsigned seed = 40;
+  for (std::size_t L : {1u, 3u, 17u, 65u, 130u}) {
+    with_sink_logits<float>(L, seed++);
+    with_sink_logits<double>(L, seed++);
+  }
+  // special values: no visible key gives 0; a sink of -inf changes nothing; +inf takes all the weight
+  inputs<double> x(20, 3);
+  const auto S = scale(x.Q * transpose(x.K), 0.3);
+  const auto none = mask_fn(q_pos >= 4);
+  const result_t<decltype(softmax(S) * x.V)> a = with_sinks(softmax(mask(S, none)) * x.V, 2.0);
+  for (std::size_t c = 0; c < D; ++c) BOOST_TEST(a(1, 2, 3, c) == 0.0);
+  const result_t<decltype(softmax(S) * x.V)> plain = softmax(S) * x.V;
+  const result_t<decltype(softmax(S) * x.V)> minus_inf = with_sinks(softmax(S) * x.V, -std::numeric_limits<double>::infinity());
+  BOOST_TEST(std::memcmp(plain.data(), minus_inf.data(), sizeof(double) * plain.numel()) == 0);
+  const result_t<decltype(softmax(S) * x.V)> plus_inf = with_sinks(softmax(S) * x.V, std::numeric_limits<double>::infinity());
+  BOOST_TEST(*std::max_element(plus_inf.begin(), plus_inf.end()) == 0.0);
+  BOOST_TEST(*std::min_element(plus_inf.begin(), plus_inf.end()) == 0.0);
+  // one sink per head, or one for all: anything else throws
+  tensor<double, 2> two{};
+  BOOST_CHECK_THROW((void)attention(x.Q, x.K, x.V, sinks(two)), std::invalid_argument);
+}
+
+// The largest difference between grad and central differences of loss() (h = 1e-5) over every 7th element of t (each
+// one when t has fewer than 10).
+template <class Tn, class G, class L>
+double central_difference_error(Tn& t, const G& grad, const L& loss) {
+  double worst = 0;
+  for (std::size_t k = 0; k < t.numel(); k += t.numel() < 10 ? 1 : 7) {
+    const double keep = t.data()[k], h = 1e-5;
+    t.data()[k] = keep + h;
+    const double up = loss();
+    t.data()[k] = keep - h;
+    const double down = loss();
+    t.data()[k] = keep;
+    worst = std::max(worst, std::fabs((up - down) / (2 * h) - grad.data()[k]));
+  }
+  return worst;
+}
+
 // d/dQ, d/dK, d/dV of sum(softmax(f(S)) V o W) against central differences, in double.
 template <class Make>
 void check_gradients(const Make& make, const std::string& what) {
@@ -335,16 +409,7 @@ void check_gradients(const Make& make, const std::string& what) {
   };
   const auto [dq, dk, dv] = backward(make(x), W, wrt(x.Q, x.K, x.V));
   const auto check = [&](auto& t, const auto& grad, const char* name) {
-    double worst = 0;
-    for (std::size_t k = 0; k < t.numel(); k += 7) {
-      const double keep = t.data()[k], h = 1e-5;
-      t.data()[k] = keep + h;
-      const double up = loss();
-      t.data()[k] = keep - h;
-      const double down = loss();
-      t.data()[k] = keep;
-      worst = std::max(worst, std::fabs((up - down) / (2 * h) - grad.data()[k]));
-    }
+    const double worst = central_difference_error(t, grad, loss);
     BOOST_TEST(worst < 1e-7, what << ": d" << name << " off by " << worst);
   };
   check(x.Q, dq, "Q");
@@ -364,21 +429,56 @@ BOOST_AUTO_TEST_CASE(gradients) {
                   "relu(S) - 1");
 }
 
+// The sinks' own gradient too, fused and by the rules.
+BOOST_AUTO_TEST_CASE(sink_gradients) {
+  for (const bool fused : {true, false}) {
+    context ctx;
+    ctx.set_fused(fused);
+    const context_scope scope(ctx);
+    inputs<double> x(17, 9);
+    tensor<double, H> t;
+    t(0) = -1, t(1) = 0.5, t(2) = 2;
+    tensor<double, B, H, dyn, D> W(17);
+    std::mt19937 g(6);
+    std::normal_distribution<double> nd;
+    for (auto& v : W) v = nd(g);
+    const auto make = [&] { return attention(x.Q, x.K, x.V, causal, sinks(t)); };
+    const auto loss = [&] {
+      const result_t<decltype(make())> o = make();
+      double l = 0;
+      for (std::size_t k = 0; k < o.numel(); ++k) l += o.data()[k] * W.data()[k];
+      return l;
+    };
+    const auto [dq, dk, dv, dt] = backward(make(), W, wrt(x.Q, x.K, x.V, t));
+    const auto check = [&](auto& tn, const auto& grad, const char* name) {
+      const double worst = central_difference_error(tn, grad, loss);
+      BOOST_TEST(worst < 1e-7, (fused ? "fused" : "rules") << ": d" << name << " off by " << worst);
+    };
+    check(x.Q, dq, "Q");
+    check(x.K, dk, "K");
+    check(x.V, dv, "V");
+    check(t, dt, "sinks");
+  }
+}
+
 // The same expressions in a constant evaluation, against the loop written out.
 namespace {
 constexpr std::size_t CL = 5;
 constexpr tensor<double, CL, 2> cq = tensor<double, CL, 2>::generate([](auto i, auto c) { return 0.3 * double(i) - 0.2 * double(c); });
 constexpr tensor<double, CL, 2> ck = tensor<double, CL, 2>::generate([](auto i, auto c) { return 0.1 * double(i * c) + 0.4; });
 constexpr tensor<double, CL, 2> cv = tensor<double, CL, 2>::generate([](auto i, auto c) { return double(i) + 10.0 * double(c); });
-constexpr bool position_bias_in_constexpr() {
-  const tensor<double, CL, 2> o = softmax(mask(cq * transpose(ck) - 0.5 * (q_pos - k_pos), mask_fn(q_pos >= k_pos))) * cv;
+// o against causal attention of cq, ck, cv written out: scores scale q.k - slope (i - j), and a sink logit unless it is
+// -inf.
+constexpr bool agrees_with_loop(const tensor<double, CL, 2>& o, double scale, double slope, double sink) {
+  const bool sunk = sink > -1e300;
   for (std::size_t i = 0; i < CL; ++i) {
-    double w[CL]{}, m = -1e300, sum = 0;
+    double w[CL]{}, m = sunk ? sink : -1e300, sum = 0;
     for (std::size_t j = 0; j <= i; ++j) {
-      w[j] = cq(i, 0) * ck(j, 0) + cq(i, 1) * ck(j, 1) - 0.5 * double(idx(i) - idx(j));
+      w[j] = (cq(i, 0) * ck(j, 0) + cq(i, 1) * ck(j, 1)) * scale - slope * double(idx(i) - idx(j));
       m = w[j] > m ? w[j] : m;
     }
     for (std::size_t j = 0; j <= i; ++j) sum += (w[j] = math::exp(w[j] - m));
+    if (sunk) sum += math::exp(sink - m);
     for (std::size_t c = 0; c < 2; ++c) {
       double r = 0;
       for (std::size_t j = 0; j <= i; ++j) r += w[j] / sum * cv(j, c);
@@ -388,12 +488,21 @@ constexpr bool position_bias_in_constexpr() {
   }
   return true;
 }
+constexpr bool position_bias_in_constexpr() {
+  const tensor<double, CL, 2> o = softmax(mask(cq * transpose(ck) - 0.5 * (q_pos - k_pos), mask_fn(q_pos >= k_pos))) * cv;
+  return agrees_with_loop(o, 1.0, 0.5, -std::numeric_limits<double>::infinity());
+}
 static_assert(position_bias_in_constexpr());
 constexpr double map_in_constexpr() {
   const tensor<double, CL, CL> s = map([](double v, idx, idx, idx i, idx j) { return v * double(i + 1) - double(j); }, cq * transpose(ck));
   return s(3, 2) - ((cq(3, 0) * ck(2, 0) + cq(3, 1) * ck(2, 1)) * 4.0 - 2.0);
 }
 static_assert(map_in_constexpr() == 0.0);
+constexpr bool sinks_in_constexpr() {
+  const tensor<double, CL, 2> o = attention(cq, ck, cv, causal, sinks(1.5));
+  return agrees_with_loop(o, 1 / math::sqrt(2.0), 0.0, 1.5);
+}
+static_assert(sinks_in_constexpr());
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(bad_input_throws) {

@@ -1,7 +1,7 @@
 // The attention variants against PyTorch 1.13, which has none of them built in: scripts/torch_variants_reference.py
 // writes them with torch operations in float64 (soft-capping, ALiBi with BLOOM's slopes for 3 heads, windows causal
 // and two-sided, packed documents with an empty one, prefix LM, chunks, a clamped relative-bias table, a function of
-// the position, a mask as a function) and autograd's gradients. Each case's output and dQ, dK, dV are compared with
+// the position, a mask as a function, attention sinks) and autograd's gradients. Each case's output and dQ, dK, dV are compared with
 // the fused path on (every instruction set for the output) and off.
 #define BOOST_TEST_MODULE torch_variants
 #include <boost/test/unit_test.hpp>
@@ -103,4 +103,18 @@ BOOST_AUTO_TEST_CASE(functions_of_the_position) {
   x.check("maskfn", [](const auto& q, const auto& k, const auto& v) {
     return softmax(mask(scale(q * transpose(k), 0.5), mask_fn((q_pos + k_pos) % 3 != 1 || k_pos == q_pos))) * v;
   });
+}
+
+BOOST_AUTO_TEST_CASE(attention_sinks) {
+  fixture x;
+  const auto table = x.f.load<tensor<double, 3>>("sinks.table");
+  x.check("sinks", [&](const auto& q, const auto& k, const auto& v) { return attention(q, k, v, causal, sinks(table)); });
+  const auto dtable = x.f.load<tensor<double, 3>>("sinks.dtable");
+  for (const bool fused : {true, false}) {
+    context ctx;
+    ctx.set_fused(fused);
+    const context_scope scope(ctx);
+    const auto grads = backward(attention(x.q, x.k, x.v, causal, sinks(table)), x.dy, wrt(table));
+    BOOST_TEST(rel_err(std::get<0>(grads), dtable) < tol, "d sinks, fused " << fused);
+  }
 }

@@ -30,6 +30,7 @@
 #include "attnx/expr/position.hpp"
 #include "attnx/expr/reduce.hpp"
 #include "attnx/expr/score_position.hpp"
+#include "attnx/expr/sinks.hpp"
 #include "attnx/expr/select.hpp"
 #include "attnx/expr/slice.hpp"
 #include "attnx/exec/context.hpp"
@@ -805,6 +806,36 @@ struct evaluator<score_map_expr<F, A>> : positioned_operand<A, shape_of_t<A>> {
     return static_cast<T>(f(static_cast<T>(this->a.at(j)), q.b, q.h, q.i, static_cast<std::ptrdiff_t>(j)));
   }
   [[no_unique_address]] F f;
+};
+
+// ---- attention sinks (expr/sinks.hpp) ---------------------------------------------------------------------
+// Each output row of softmax(P) * V times its sink factor, from the row's log-sum-exp of P (P's row evaluated once
+// more here: the path of constant evaluation and of a context with the fused path off is the row-by-row one).
+template <class P, class V, class Sk>
+struct evaluator<sinks_expr<matmul_expr<softmax_expr<P>, V>, Sk>> {
+  using E = sinks_expr<matmul_expr<softmax_expr<P>, V>, Sk>;
+  using T = value_t<E>;
+  using SP = shape_of_t<P>;
+  constexpr explicit evaluator(const E& e)
+      : a(e.operand()), p(e.operand().lhs().operand()), sinks(e.sinks()), heads(e.heads()),
+        lq(dims_of(e.operand().lhs().operand())[SP::rank - 2]), lk(dims_cols(dims_of(e.operand().lhs().operand()))) {}
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    p.begin_row(r);
+    const T lse = detail::row_log_sum_exp<T>(lk, [this](std::size_t j) { return static_cast<T>(p.at(j)); });
+    const std::size_t h = SP::rank >= 4 ? (r / lq) % heads : 0;
+    factor = detail::sink_merge(lse, sink(h)).factor;
+  }
+  constexpr T at(std::size_t j) const { return static_cast<T>(a.at(j)) * factor; }
+  constexpr T sink(std::size_t h) const {
+    if constexpr (requires { sinks.value; }) return sinks.value;
+    else return sinks.data()[dims_of(sinks)[0] == 1 ? 0 : h];
+  }
+  evaluator<matmul_expr<softmax_expr<P>, V>> a;
+  evaluator<P> p;
+  Sk sinks;
+  std::size_t heads, lq, lk;
+  T factor = T(1);
 };
 
 // ---- a unit batch axis (expr/heads.hpp) ------------------------------------------------------------

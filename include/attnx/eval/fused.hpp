@@ -453,6 +453,10 @@ struct pattern<matmul_expr<softmax_expr<P>, V>> {
 template <class T, class E>
 struct pattern<cast_expr<T, E>> : pattern<E> {};
 
+// with_sinks(attention): the kernel with each row's log-sum-exp, then each row merged with its head's sink.
+template <class E, class Sk>
+struct pattern<sinks_expr<E, Sk>> : pattern<E> {};
+
 // merge_heads(attention): the kernel writes each head's output where merge_heads puts it, (B, L, H * dv)
 // or (L, H * dv), with no copy.
 template <class E>
@@ -518,6 +522,42 @@ bool run(T* dst, const matmul_expr<softmax_expr<P>, V>& e, const context& ctx, T
   constexpr std::size_t R = shape_of_t<matmul_expr<softmax_expr<P>, V>>::rank;
   const auto d = dims_of(e);
   dims_t<R> dl = d;  // the lse: the output's shape without its last axis, as rows of one element
+  dl[R - 1] = 1;
+  return run(contiguous_stack(dst, d), e, ctx, contiguous_stack(lse, dl));
+}
+
+// with_sinks(softmax(P) * V): the attention with its log-sum-exps (a scratch row per query when lse is not asked
+// for), then each row's output and lse merged with the sink of its head (expr/sinks.hpp).
+template <class T, class A, class Sk>
+bool run(kernels::strided<T> o, const sinks_expr<A, Sk>& e, const context& ctx, kernels::strided<T> lse = {}) {
+  using S = shape_of_t<A>;
+  constexpr std::size_t R = S::rank;
+  const auto d = dims_of(e);
+  const std::size_t batch = R >= 3 ? d[0] : 1, heads = R == 4 ? d[1] : 1, lq = d[R - 2], dv = d[R - 1];
+  storage<T, dyn> scratch(uninitialized, lse.data ? 0 : batch * heads * lq);
+  if (!lse.data) {
+    const auto sz = [](std::size_t x) { return static_cast<std::ptrdiff_t>(x); };
+    lse = {scratch.data(), sz(heads * lq), sz(lq), 1};
+  }
+  run(o, e.operand(), ctx, lse);
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const T sigma = e.sink(h);
+      for (std::size_t i = 0; i < lq; ++i) {
+        T& l = lse.matrix(b, h)[static_cast<std::ptrdiff_t>(i) * lse.row];
+        const attnx::detail::sunk_row<T> m = attnx::detail::sink_merge(l, sigma);
+        T* row = o.matrix(b, h) + static_cast<std::ptrdiff_t>(i) * o.row;
+        for (std::size_t c = 0; c < dv; ++c) row[c] *= m.factor;
+        l = m.lse;
+      }
+    }
+  return true;
+}
+template <class T, class A, class Sk>
+bool run(T* dst, const sinks_expr<A, Sk>& e, const context& ctx, T* lse = nullptr) {
+  constexpr std::size_t R = shape_of_t<A>::rank;
+  const auto d = dims_of(e);
+  dims_t<R> dl = d;
   dl[R - 1] = 1;
   return run(contiguous_stack(dst, d), e, ctx, contiguous_stack(lse, dl));
 }
@@ -609,6 +649,8 @@ struct rejects {
 };
 template <class T, class E>
 struct rejects_node<cast_expr<T, E>> : rejects<E> {};
+template <class E, class Sk>
+struct rejects_node<sinks_expr<E, Sk>> : rejects<E> {};
 template <class E>
 struct rejects_node<merge_heads_expr<E>> {
   static constexpr const char* why = pattern<E>::value ? "merge_heads of attention with no heads axis" : rejects<E>::why;

@@ -463,8 +463,13 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
   static bool biased(const unary_expr<ops::tanh, A>& x, const Acc& acc) { return biased(x.operand(), acc); }
   template <class Acc, class X>
   static bool biased(const X&, const Acc&) { return false; }  // the core
-  template <class G, class Acc>
-  static bool fused_backward(const E& e, const G& g, Acc& acc) {
+  // (sunk(o, lse, d): called after the forward kernel, before the backward one; with_sinks merges its sinks there)
+  struct no_sinks {
+    template <class T, class D>
+    void operator()(T*, T*, const D&) const {}
+  };
+  template <class G, class Acc, class Sunk = no_sinks>
+  static bool fused_backward(const E& e, const G& g, Acc& acc, const Sunk& sunk = {}) {
     if (biased(e.lhs().operand(), acc)) return false;
     using T = value_t<E>;
     using S = shape_of_t<P>;
@@ -489,6 +494,7 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
     p.o = fused::contiguous_stack(o.data(), o.dims());
     p.lse = fused::contiguous_stack(lse.data(), dl);
     kernels::flash_attention(p, ctx);
+    sunk(o.data(), lse.data(), o.dims());
     basic_tensor<T, shape_of_t<QX>> dq(dims_of(qx), uninitialized);
     basic_tensor<T, shape_of_t<KX>> dk(dims_of(kx), uninitialized);
     basic_tensor<T, shape_of_t<VX>> dv(dims_of(vx), uninitialized);
@@ -587,6 +593,79 @@ struct rule<masked_expr<A, Kind>> {
   static constexpr void apply(const masked_expr<A, Kind>& e, const G& g, Acc& acc) {
     using T = value_t<A>;
     pass(e.operand(), masked_expr<tensor_ref<T, shape_of_t<G>>, Kind>(tensor_ref<T, shape_of_t<G>>(g), e.kind(), T(0)), acc);
+  }
+};
+
+// Attention sinks (expr/sinks.hpp): O' = f O, f_i = e^(lse_i) / (e^(lse_i) + e^(sigma_h)), lse' the merged log-sum-exp.
+// With D'_i = sum_c g_ic O'_ic and the sink's weight w_i = 1 - f_i: dS_ij = P'_ij (dP'_ij - D'_i) (P' = e^(s - lse'),
+// dP' = g v_j) and d sigma_h = -sum_i w_i D'_i over head h's rows. Fused: the backward kernel given O' and lse' computes
+// exactly that. Rules: softmax(P) V takes f g (the same dS but for D' in place of f sum_c g O), and P the difference
+// w_i D'_i P_ij (with P the weights: L x L, as the rules hold them anyway).
+template <class P, class V, class Sk>
+struct rule<sinks_expr<matmul_expr<softmax_expr<P>, V>, Sk>> {
+  using A = matmul_expr<softmax_expr<P>, V>;
+  using E = sinks_expr<A, Sk>;
+  static constexpr bool leaf_sinks = !requires(const Sk& s) { s.value; };
+  template <class G, class Acc>
+  static constexpr void apply(const E& e, const G& g, Acc& acc) {
+    using T = value_t<E>;
+    using S = shape_of_t<A>;
+    constexpr std::size_t R = S::rank;
+    const auto d = dims_of(e);
+    const std::size_t dv = d[R - 1], rows = dims_rows(d), lq = d[R - 2], heads = e.heads();
+    const auto head_of = [&](std::size_t r) { return R >= 4 ? (r / lq) % heads : std::size_t{0}; };
+    using vec = basic_tensor<T, shape<axis<anon, dyn>>>;
+    vec dsigma(heads);
+    const auto add_sink_grads = [&](std::size_t r, T w, const T* o_row) {  // d sigma_h -= w_r D'_r
+      T dd = 0;
+      for (std::size_t c = 0; c < dv; ++c) dd += g.data()[r * dv + c] * o_row[c];
+      dsigma.data()[head_of(r)] -= w * dd;
+    };
+    bool done = false;
+    if constexpr (fused::pattern<A>::value && !fused::chain<P>::functions) {
+      if (!std::is_constant_evaluated()) {
+        done = rule<A>::fused_backward(e.operand(), g, acc, [&](T* o, T* lse, const auto&) {
+          for (std::size_t r = 0; r < rows; ++r) {
+            const detail::sunk_row<T> m = detail::sink_merge(lse[r], e.sink(head_of(r)));
+            for (std::size_t c = 0; c < dv; ++c) o[r * dv + c] *= m.factor;
+            lse[r] = m.lse;
+            add_sink_grads(r, m.sink, o + r * dv);
+          }
+        });
+      }
+    }
+    if (!done) {
+      for (std::size_t h = 0; h < heads; ++h) dsigma.data()[h] = T(0);  // (a kernel that declined after the forward)
+      const auto& scores = e.operand().lhs().operand();
+      const result_t<A> o = e.operand();
+      const result_t<softmax_expr<P>> w = e.operand().lhs();
+      evaluator<P> pe(scores);
+      const std::size_t lk = dims_cols(dims_of(scores));
+      basic_tensor<T, shape_of_t<G>> ga(dims_of(g), uninitialized);
+      basic_tensor<T, shape_of_t<P>> gp(dims_of(scores), uninitialized);
+      vec sunk(dv);
+      for (std::size_t r = 0; r < rows; ++r) {
+        pe.begin_row(r);
+        const T lse = detail::row_log_sum_exp<T>(lk, [&pe](std::size_t j) { return static_cast<T>(pe.at(j)); });
+        const detail::sunk_row<T> m = detail::sink_merge(lse, e.sink(head_of(r)));
+        T dd = 0;
+        for (std::size_t c = 0; c < dv; ++c) {
+          sunk.data()[c] = o.data()[r * dv + c] * m.factor;
+          ga.data()[r * dv + c] = g.data()[r * dv + c] * m.factor;
+          dd += g.data()[r * dv + c] * sunk.data()[c];
+        }
+        for (std::size_t j = 0; j < lk; ++j) gp.data()[r * lk + j] = m.sink * dd * w.data()[r * lk + j];
+        add_sink_grads(r, m.sink, sunk.data());
+      }
+      pass(e.operand(), ga, acc);
+      pass(scores, gp, acc);
+    }
+    if constexpr (leaf_sinks) {
+      basic_tensor<T, shape_of_t<Sk>> ds(dims_of(e.sinks()), uninitialized);
+      alg::fill_n(ds.data(), ds.numel(), T(0));
+      for (std::size_t h = 0; h < heads; ++h) ds.data()[ds.numel() == 1 ? 0 : h] += dsigma.data()[h];
+      pass(e.sinks(), ds, acc);
+    }
   }
 };
 
