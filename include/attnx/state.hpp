@@ -49,6 +49,8 @@ template <class E>
 inline constexpr bool is_softmax_times_v = false;
 template <class P, class V>
 inline constexpr bool is_softmax_times_v<matmul_expr<softmax_expr<P>, V>> = true;
+template <class P, class V, class Sk>  // with sinks: the sink is one more key of this state (expr/sinks.hpp)
+inline constexpr bool is_softmax_times_v<sinks_expr<matmul_expr<softmax_expr<P>, V>, Sk>> = true;
 template <std::size_t R>
 dims_t<R - 1> drop_last_dim(const dims_t<R>& d) {
   dims_t<R - 1> r{};
@@ -80,7 +82,9 @@ auto partial_attention_of(const E& e, const context& ctx) {
 }  // namespace detail
 
 // The attention state of an attention expression (softmax(scores) * V with Q, K, V in memory or
-// projections: the forms the fused kernel takes, is_fused_v), computed by the fused kernel.
+// projections: the forms the fused kernel takes, is_fused_v), computed by the fused kernel. With sinks
+// (with_sinks, sinks(t)) the sink counts as one more key of this state: merging states of split keys, give the
+// sinks to one part only.
 template <class E>
 auto partial_attention(const E& e, const context& ctx = current_context()) {
   constexpr bool ok = is_fused_v<E> && detail::is_softmax_times_v<E>;

@@ -376,6 +376,34 @@ BOOST_AUTO_TEST_CASE(attention_sinks) {
   BOOST_CHECK_THROW((void)attention(x.Q, x.K, x.V, sinks(two)), std::invalid_argument);
 }
 
+// partial_attention with sinks: the sink is one more key of that state, so keys split in two, the sinks given to one
+// part, merge to attention with sinks over all the keys; the state's lse is ln(sum_j e^(s_ij) + e^(sigma_h)).
+BOOST_AUTO_TEST_CASE(sinks_in_attention_states) {
+  inputs<double> x(40, 12);
+  tensor<double, H> t;
+  t(0) = 0.5, t(1) = -2, t(2) = 4;
+  const auto K1 = slice<2>(x.K, 0, 25), K2 = slice<2>(x.K, 25, 15), V1 = slice<2>(x.V, 0, 25), V2 = slice<2>(x.V, 25, 15);
+  const auto a = partial_attention(attention(x.Q, K1, V1, sinks(t)));
+  const auto b = partial_attention(attention(x.Q, K2, V2));
+  const auto m = merge(a, b);
+  const auto ref = reference(x, 1 / std::sqrt(double(D)), identity, everything, {0.5, -2.0, 4.0});
+  BOOST_TEST(compare(m.out, ref).empty(), compare(m.out, ref));
+  const auto whole = partial_attention(attention(x.Q, x.K, x.V, sinks(t)));
+  double worst = 0;
+  for (std::size_t b0 = 0; b0 < B; ++b0)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < 40; ++i) {
+        double sum = std::exp(double(t(h)));
+        for (std::size_t j = 0; j < 40; ++j) {
+          double dot = 0;
+          for (std::size_t c = 0; c < D; ++c) dot += x.Q(b0, h, i, c) * x.K(b0, h, j, c);
+          sum += std::exp(dot / std::sqrt(double(D)));
+        }
+        worst = std::max({worst, std::fabs(whole.lse(b0, h, i) - std::log(sum)), std::fabs(m.lse(b0, h, i) - std::log(sum))});
+      }
+  BOOST_TEST(worst < 1e-12, "lse off by " << worst);
+}
+
 // The largest difference between grad and central differences of loss() (h = 1e-5) over every 7th element of t (each
 // one when t has fewer than 10).
 template <class Tn, class G, class L>
