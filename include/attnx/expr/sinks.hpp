@@ -25,7 +25,6 @@
 #include "attnx/expr/elementwise.hpp"
 #include "attnx/expr/matmul.hpp"
 #include "attnx/expr/reduce.hpp"
-#include "attnx/kernels/attention_state.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/shape/errors.hpp"
 #include "attnx/tensor/tensor.hpp"
@@ -65,6 +64,14 @@ inline constexpr bool is_softmax_times = false;
 template <class P, class V>
 inline constexpr bool is_softmax_times<matmul_expr<softmax_expr<P>, V>> = true;
 
+// The weight e^(x - m) with softmax's rules (kernels/attention_state.hpp's weight_of, in constexpr).
+template <class T>
+constexpr T sink_weight(T x, T m) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  if (x == -inf) return T(0);
+  if (m == inf) return x == inf ? T(1) : (x != x ? x : T(0));
+  return math::exp(x - m);
+}
 // A row's log-sum-exp merged with a sink: the factor of its output (first) and its new log-sum-exp (second).
 template <class T>
 struct sunk_row {
@@ -77,7 +84,7 @@ constexpr sunk_row<T> sink_merge(T lse, T sigma) {
   if (lse != lse || sigma != sigma) return {nan, nan, nan};
   const T big = lse > sigma ? lse : sigma;
   if (big == -inf) return {T(0), -inf, T(0)};  // no key and no sink
-  const T a = kernels::weight_of(lse, big), b = kernels::weight_of(sigma, big);
+  const T a = sink_weight(lse, big), b = sink_weight(sigma, big);
   return {a / (a + b), big == inf ? inf : big + math::log(a + b), b / (a + b)};
 }
 // The log-sum-exp of n scores with softmax's rules (-inf: none visible; +inf: a +inf score; NaN: a NaN).

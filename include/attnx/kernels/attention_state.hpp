@@ -16,7 +16,6 @@
 #include <limits>
 
 #include "attnx/math/builtin_math.hpp"
-#include "attnx/math/constexpr_math.hpp"
 
 namespace attnx::kernels {
 
@@ -24,14 +23,12 @@ namespace attnx::kernels {
 // (blocked, or a part with no visible key) weighs 0 whatever m; against m = +inf only x = +inf weighs (1:
 // +inf scores share the weight), NaN stays NaN. Also the factor exp(m_old - m_new) by which a state is rescaled
 // when its reference rises from m_old to m_new.
-// (constexpr: with_sinks' row evaluator merges a sink with it in a constant evaluation too; math::exp is the C
-// library's at run time.)
 template <class T>
-constexpr T weight_of(T x, T m) {
+T weight_of(T x, T m) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (x == -inf) return T(0);
   if (m == inf) return x == inf ? T(1) : (x != x ? x : T(0));
-  return math::exp(x - m);
+  return math::rt::exp(x - m);
 }
 
 // The merged state of one row: the running reference m and sum of weights l (the output is written in place).
