@@ -20,6 +20,9 @@ Cases (True = the key is allowed):
   relbias     s + rel[clamp(j - i + 9, 0, 18)], rel 19 values             (T5's relative bias, clamped)
   scoremod    s (1 + b) + 0.01 (h (i mod 5) - j mod 3)                   (any function of the position)
   maskfn      (i + j) mod 3 != 1 or j == i                                (a mask as a function)
+  varlen      sequences of 8, 0, 12, 17 queries over 12, 3, 0, 22 keys packed along each axis (query offsets
+              0 8 8 20 37, key offsets 0 12 15 15 37), causal bottom-right in each    (varlen(qo, ko, causal_bottom_right))
+  varlen_any  the same sequences, every key of the query's own sequence               (varlen(qo, ko))
   sinks       causal, a sink logit per head ("sinks.table") in every row's softmax, no value (gpt-oss); its gradient
               "sinks.dtable" too
 """
@@ -78,6 +81,13 @@ bb = torch.arange(B, dtype=D)[:, None, None, None]
 hh = torch.arange(H, dtype=D)[None, :, None, None]
 case("scoremod", lambda s: s * (1 + bb) + 0.01 * (hh * (i % 5).to(D) - (j % 3).to(D)), None)
 case("maskfn", None, ((i + j) % 3 != 1) | (j == i))
+qo = torch.tensor([0, 8, 8, 20, 37])
+ko = torch.tensor([0, 12, 15, 15, 37])
+qs = torch.bucketize(torch.arange(L), qo[1:], right=True)[:, None]  # each query's sequence
+ks = torch.bucketize(torch.arange(L), ko[1:], right=True)[None, :]  # each key's
+nq, nk = (qo[qs + 1] - qo[qs]), (ko[qs + 1] - ko[qs])
+case("varlen", None, (ks == qs) & ((j - ko[qs]) + nq <= (i - qo[qs]) + nk))
+case("varlen_any", None, ks == qs)
 
 # Attention sinks (gpt-oss): one logit per head joins each row's softmax and carries no value; its gradient too.
 sink = (torch.rand(H, dtype=D) * 2 - 1).requires_grad_()

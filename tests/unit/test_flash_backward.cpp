@@ -25,7 +25,7 @@ namespace {
 std::size_t alg_min(std::size_t a, std::size_t b) { return a < b ? a : b; }
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-enum class mask { none, causal, causal_br, lengths, padding, boolean, window, window2, documents, prefix, chunks };
+enum class mask { none, causal, causal_br, lengths, padding, boolean, window, window2, documents, prefix, chunks, varlen };
 
 struct spec {
   std::size_t batch = 1, heads = 1, kv_heads = 1, lq = 1, lk = 1, dk = 1, dv = 1;
@@ -45,6 +45,7 @@ struct data {
   std::unique_ptr<bool[]> allowed;   // (b, h, i, j)
   std::vector<double> bias;          // (i, j)
   std::vector<std::size_t> offsets;  // documents: 0, lk / 3, lk / 3 (an empty one), 2 lk / 3 + 1, lk
+  std::vector<std::size_t> q_offsets;  // varlen (with `offsets` for the keys): 0, lq / 4, lq / 2, lq / 2, lq
 };
 
 bool visible(const spec& s, const data& x, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
@@ -57,6 +58,13 @@ bool visible(const spec& s, const data& x, std::size_t b, std::size_t h, std::si
     default: break;
   }
   if (s.m == mask::none) return true;
+  if (s.m == mask::varlen) {  // causal bottom-right in each sequence, by the query's index
+    std::size_t q = 0;
+    while (!(x.q_offsets[q] <= i && i < x.q_offsets[q + 1])) ++q;
+    const std::size_t u = i - x.q_offsets[q], nq = x.q_offsets[q + 1] - x.q_offsets[q];
+    const std::size_t k0 = x.offsets[q], nk = x.offsets[q + 1] - k0;
+    return j >= k0 && j < k0 + nk && j - k0 + nq <= u + nk;
+  }
   // the key intervals: query i at position t = i + lk - lq (none before the first key)
   if (i + s.lk < s.lq) return false;
   const std::size_t t = i + s.lk - s.lq;
@@ -93,6 +101,7 @@ data make(const spec& s, std::uint64_t seed) {
   if (s.lq > 1)  // a fully masked row
     for (std::size_t j = 0; j < s.lk; ++j) x.allowed[j] = false;
   x.offsets = {0, s.lk / 3, s.lk / 3, alg_min(s.lk, 2 * s.lk / 3 + 1), s.lk};
+  x.q_offsets = {0, s.lq / 4, s.lq / 2, s.lq / 2, s.lq};
   x.bias.resize(s.lq * s.lk);
   for (double& e : x.bias) e = s.bias ? r.uniform(-2, 2) : 0.0;
   return x;
@@ -195,6 +204,12 @@ run_result<T> run(const spec& s, const data& x, isa i, unsigned threads, bool na
     case mask::documents: p.key_interval(range(attnx::range_kind::documents, 0, 0, 0, x), fill); break;
     case mask::prefix: p.key_interval(range(attnx::range_kind::prefix, 0, 0, s.lk / 4, x), fill); break;
     case mask::chunks: p.key_interval(range(attnx::range_kind::chunks, 0, 0, 24, x), fill); break;
+    case mask::varlen: {
+      attnx::key_range r = range(attnx::range_kind::varlen, 0, 0, 0, x);
+      r.q_offsets = x.q_offsets.data(), r.order = attnx::sequence_order::causal_bottom_right;
+      p.key_interval(r, fill);
+      break;
+    }
     default: break;
   }
   const std::vector<T> bias = to<T>(x.bias);
@@ -288,7 +303,7 @@ BOOST_AUTO_TEST_CASE(every_program) {
 
 // The named key-interval masks: the key blocks below every row's start are skipped as those past its limit.
 BOOST_AUTO_TEST_CASE(key_interval_masks) {
-  for (mask m : {mask::window, mask::window2, mask::documents, mask::prefix, mask::chunks}) {
+  for (mask m : {mask::window, mask::window2, mask::documents, mask::prefix, mask::chunks, mask::varlen}) {
     check<float>({1, 2, 1, 300, 300, 16, 16, m}, 120 + int(m));
     check<double>({2, 1, 1, 130, 130, 8, 8, m}, 130 + int(m));
     check<float>({1, 1, 1, 70, 160, 16, 16, m}, 140 + int(m));  // fewer queries than keys

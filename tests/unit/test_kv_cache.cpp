@@ -741,6 +741,24 @@ BOOST_AUTO_TEST_CASE(named_masks_over_a_ragged_cache) {
 
 // softcap and alibi over a ragged cache (with a window): item by item against the expression's attention over the
 // item's own keys (bottom-right causal), GQA through repeat_heads; decode (n = 1, 2) and prefill over the cache (n = 20).
+namespace {
+// Item b's query rows of q (1, H, n, d), and the len keys and values it appended (rows j of G heads of d: k, v) as
+// (1, G, len, d): attend over a cache written out as attention().
+template <std::size_t G, std::size_t H, std::size_t n, std::size_t d, class Q, class Store>
+auto item_operands(const Q& q, std::size_t b, const std::vector<Store>& k, const std::vector<Store>& v, std::size_t len) {
+  using T = attnx::value_t<Q>;
+  attnx::tensor<T, 1, H, n, d> qb;
+  attnx::tensor<T, 1, G, dyn, d> kb(len), vb(len);
+  for (std::size_t h = 0; h < H; ++h)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < d; ++c) qb(0, h, i, c) = q(b, h, i, c);
+  for (std::size_t g = 0; g < G; ++g)
+    for (std::size_t j = 0; j < len; ++j)
+      for (std::size_t c = 0; c < d; ++c) kb(0, g, j, c) = k[(j * G + g) * d + c], vb(0, g, j, c) = v[(j * G + g) * d + c];
+  return std::tuple{qb, kb, vb};
+}
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(softcap_and_alibi_over_a_ragged_cache) {
   constexpr std::size_t B = 2, H = 4, G = 2, d = 16, cap = 1100;
   const std::size_t len[B] = {1050, 600};
@@ -759,15 +777,7 @@ BOOST_AUTO_TEST_CASE(softcap_and_alibi_over_a_ragged_cache) {
     const auto got_c = attnx::attend(q, cache, attnx::softcap(2.f), attnx::sliding_window(300));
     const auto got_a = attnx::attend(q, cache, attnx::alibi());
     for (std::size_t b = 0; b < B; ++b) {
-      attnx::tensor<float, 1, H, n, d> qb;
-      attnx::tensor<float, 1, G, dyn, d> kb(len[b]), vb(len[b]);
-      for (std::size_t h = 0; h < H; ++h)
-        for (std::size_t i = 0; i < n; ++i)
-          for (std::size_t c = 0; c < d; ++c) qb(0, h, i, c) = q(b, h, i, c);
-      for (std::size_t g = 0; g < G; ++g)
-        for (std::size_t j = 0; j < len[b]; ++j)
-          for (std::size_t c = 0; c < d; ++c)
-            kb(0, g, j, c) = kf[b][(j * G + g) * d + c], vb(0, g, j, c) = vf[b][(j * G + g) * d + c];
+      const auto [qb, kb, vb] = item_operands<G, H, n, d>(q, b, kf[b], vf[b], len[b]);
       const auto K = attnx::repeat_heads<H / G>(kb);
       const auto V = attnx::repeat_heads<H / G>(vb);
       const auto want_c = attnx::evaluate(
@@ -1366,4 +1376,106 @@ BOOST_AUTO_TEST_CASE(a_failed_step_appends_nothing) {
     BOOST_TEST_MESSAGE("transformer_block::step: " << failures << " allocations failed in turn");
     BOOST_TEST(failures >= 8u);
   }
+}
+
+// Sinks over a ragged cache: attend(q, cache, ..., sinks(t)) against attention(..., sinks(t)) over the item's keys
+// written out; partial_attention's lse against ln(e^lse + e^sigma_h) of the state without them, in double.
+BOOST_AUTO_TEST_CASE(sinks_over_a_ragged_cache) {
+  constexpr std::size_t B = 2, H = 4, G = 2, d = 16, cap = 900;
+  const std::size_t len[B] = {800, 37};
+  attnx::kv_cache<double, G, d> cache(B, cap);
+  std::vector<double> kf[B], vf[B];
+  for (std::size_t b = 0; b < B; ++b) {
+    kf[b] = naive::random(len[b] * G * d, 340 + unsigned(b), -2, 2), vf[b] = naive::random(len[b] * G * d, 342 + unsigned(b));
+    cache.append(b, kf[b].data(), vf[b].data(), len[b]);
+  }
+  attnx::tensor<double, H> table;
+  for (std::size_t h = 0; h < H; ++h) table(h) = -1.5 + double(h);  // (heads whose sink takes little, and much)
+  const auto run = [&]<std::size_t n>(std::integral_constant<std::size_t, n>) {
+    const mat qd = naive::random(B * H * n * d, 350 + unsigned(n), -1, 1);
+    attnx::tensor<double, B, H, n, d> q;
+    std::copy(qd.begin(), qd.end(), q.begin());
+    const auto got = attnx::attend(q, cache, attnx::sliding_window(30), attnx::sinks(table));
+    const auto got1 = attnx::attend(q, cache, attnx::sinks(0.25));
+    const auto plain = attnx::partial_attention(q, cache);
+    const auto sunk = attnx::partial_attention(q, cache, attnx::sinks(table));
+    for (std::size_t b = 0; b < B; ++b) {
+      const auto [qb, kb, vb] = item_operands<G, H, n, d>(q, b, kf[b], vf[b], len[b]);
+      const auto K = attnx::repeat_heads<H / G>(kb);
+      const auto V = attnx::repeat_heads<H / G>(vb);
+      const auto want = attnx::evaluate(
+          attnx::attention(qb, K, V, attnx::causal_bottom_right, attnx::sliding_window(30), attnx::sinks(table)));
+      const auto want1 = attnx::evaluate(attnx::attention(qb, K, V, attnx::causal_bottom_right, attnx::sinks(0.25)));
+      double e = 0, e1 = 0, el = 0;
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t i = 0; i < n; ++i) {
+          for (std::size_t c = 0; c < d; ++c) {
+            e = std::max(e, std::abs(got(b, h, i, c) - want(0, h, i, c)));
+            e1 = std::max(e1, std::abs(got1(b, h, i, c) - want1(0, h, i, c)));
+          }
+          const double l = plain.lse(b, h, i), s = table(h), big = std::max(l, s);
+          el = std::max(el, std::abs(sunk.lse(b, h, i) - (big + std::log(std::exp(l - big) + std::exp(s - big)))));
+        }
+      BOOST_TEST(e < 1e-13, "sinks + window, item " << b << ", n " << n << ": " << e);
+      BOOST_TEST(e1 < 1e-13, "one sink, item " << b << ", n " << n << ": " << e1);
+      BOOST_TEST(el < 1e-13, "lse with sinks, item " << b << ", n " << n << ": " << el);
+    }
+  };
+  run(std::integral_constant<std::size_t, 1>{});
+  run(std::integral_constant<std::size_t, 3>{});
+  run(std::integral_constant<std::size_t, 30>{});
+  attnx::tensor<double, B, H, 1, d> q1;
+  const attnx::tensor<double, 3> three{};
+  try {
+    (void)attnx::attend(q1, cache, attnx::sinks(three));
+    BOOST_TEST(false, "3 sinks for 4 heads");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()) == "attnx: sinks: 3 sink logits for 4 heads (one per head, or one for all)");
+  }
+}
+
+// mha_options' variants (softcap, window, ALiBi, sinks): the module with them equals the module without them given
+// the same variants on each call, bit for bit (forward, cross-attention, weights); its steps over a cache equal its
+// forward pass, token by token and chunk by chunk; so do attend_memory's rows the cross-attention's.
+BOOST_AUTO_TEST_CASE(mha_options_variants) {
+  constexpr std::size_t B = 2, L = 40, Lm = 13, Dm = 32, H = 4, Hkv = 2, d = Dm / H, W = 9;
+  constexpr attnx::mha_options opt{.kv_heads = Hkv, .bias = false, .softcap = 1.5, .window = W, .alibi = true, .sinks = true};
+  using MO = attnx::multi_head_attention<double, Dm, H, opt>;
+  using MP = attnx::multi_head_attention<double, Dm, H, attnx::mha_options{.kv_heads = Hkv, .bias = false}>;
+  static_assert(sizeof(MP::sinks_type) == 1 && sizeof(MO::sinks_type) > 1);
+  model<MO> wo;
+  const model<MP> wp;
+  for (std::size_t h = 0; h < H; ++h) wo.m.sinks(h) = 0.5 * double(h) - 1;
+  const mat xd = rounded<double>(B * L * Dm, 31), md = rounded<double>(B * Lm * Dm, 32);
+  attnx::tensor<double, B, L, Dm> x;
+  attnx::tensor<double, B, Lm, Dm> mem;
+  std::copy(xd.begin(), xd.end(), x.begin());
+  std::copy(md.begin(), md.end(), mem.begin());
+  const auto& t = wo.m.sinks;
+  const auto same = [](const auto& a, const auto& b) {
+    return std::memcmp(a.data(), b.data(), sizeof(double) * attnx::dims_size(attnx::dims_of(a))) == 0;
+  };
+  const auto y = attnx::evaluate(wo.m(x, attnx::causal));
+  BOOST_TEST(same(y, attnx::evaluate(wp.m(x, attnx::softcap(1.5), attnx::causal, attnx::sliding_window(W), attnx::alibi(),
+                                          attnx::sinks(t)))));
+  BOOST_TEST(!same(y, attnx::evaluate(wp.m(x, attnx::causal))));
+  const auto yx = attnx::evaluate(wo.m(x, mem));  // cross: softcap and sinks (positions of two sequences: no window)
+  BOOST_TEST(same(yx, attnx::evaluate(wp.m(x, mem, attnx::softcap(1.5), attnx::sinks(t)))));
+  BOOST_TEST(same(attnx::evaluate(wo.m.weights(x, attnx::causal)),
+                  attnx::evaluate(wp.m.weights(x, attnx::softcap(1.5), attnx::causal, attnx::sliding_window(W), attnx::alibi()))));
+  for (std::size_t chunk : {std::size_t{1}, std::size_t{7}, L}) {
+    attnx::kv_cache<double, Hkv, d> cache(B, L);
+    mat got(B * L * Dm), want(y.begin(), y.end());
+    for (std::size_t t0 = 0; t0 < L; t0 += chunk) {
+      const std::size_t n = std::min(chunk, L - t0);
+      keep_step_rows(wo.m.step(step_rows<double, Dm>(xd, B, L, t0, n), cache), got, B, L, t0, n);
+    }
+    const double err = max_relative_error(got, want);
+    BOOST_TEST(err < 1e-12, "steps of " << chunk << ": relative error " << err);
+  }
+  attnx::kv_cache<double, Hkv, d> memory(B, Lm);
+  wo.m.project_memory(mem, memory);
+  const auto ym = wo.m.attend_memory(x, memory);
+  const double err = max_relative_error(mat(ym.begin(), ym.end()), mat(yx.begin(), yx.end()));
+  BOOST_TEST(err < 1e-12, "attend_memory: relative error " << err);
 }

@@ -804,6 +804,19 @@ BOOST_AUTO_TEST_CASE(head_counts_are_stored_and_checked) {
   using MB2 = multi_head_attention<double, 8, 2, mha_options{.bias = false}>;
   throws<st::shape_error>([&] { (void)st::load_mha<MB2>(fb, {}, st::weight_layout::in_out); },
                           {"holds a module with 4 heads", "the module has 2"});
+
+  // With sink logits (mha_options::sinks): one more tensor, under names.sinks (Hugging Face: <prefix>sinks).
+  using MS = multi_head_attention<double, 8, 4, mha_options{.bias = false, .sinks = true}>;
+  MS ms;
+  ms.w_q = mb.w_q, ms.w_k = mb.w_k, ms.w_v = mb.w_v, ms.w_o = mb.w_o;
+  for (std::size_t h = 0; h < 4; ++h) ms.sinks(h) = u(g);
+  const auto ps = tmp / "mha_sinks.safetensors";
+  st::save_mha(ps, ms, st::mha_names::hugging_face("attn."), st::weight_layout::out_in);
+  const st::file fs(ps);
+  BOOST_TEST((fs.info("attn.sinks").shape == std::vector<std::size_t>{4}));
+  const MS sback = st::load_mha<MS>(fs, st::mha_names::hugging_face("attn."), st::weight_layout::out_in);
+  BOOST_TEST((sback.sinks == ms.sinks && sback.w_q == ms.w_q));
+  throws<st::missing_tensor>([&] { (void)st::load_mha<MS>(fb, {}, st::weight_layout::in_out); }, {"sinks"});
 }
 
 BOOST_AUTO_TEST_CASE(head_counts_that_are_not_numbers_are_refused) {

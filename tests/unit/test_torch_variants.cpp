@@ -1,6 +1,6 @@
 // The attention variants against PyTorch 1.13, which has none of them built in: scripts/torch_variants_reference.py
 // writes them with torch operations in float64 (soft-capping, ALiBi with BLOOM's slopes for 3 heads, windows causal
-// and two-sided, packed documents with an empty one, prefix LM, chunks, a clamped relative-bias table, a function of
+// and two-sided, packed documents with an empty one, prefix LM, chunks, varlen sequences, a clamped relative-bias table, a function of
 // the position, a mask as a function, attention sinks) and autograd's gradients. Each case's output and dQ, dK, dV are compared with
 // the fused path on (every instruction set for the output) and off.
 #define BOOST_TEST_MODULE torch_variants
@@ -84,6 +84,11 @@ BOOST_AUTO_TEST_CASE(named_variants) {
   });
   x.check("prefix_lm", [](const auto& q, const auto& k, const auto& v) { return attention(q, k, v, prefix_lm(9)); });
   x.check("chunked", [](const auto& q, const auto& k, const auto& v) { return attention(q, k, v, causal, chunked(8)); });
+  const std::vector<std::size_t> qo{0, 8, 8, 20, 37}, ko{0, 12, 15, 15, 37};
+  x.check("varlen", [&](const auto& q, const auto& k, const auto& v) {
+    return attention(q, k, v, varlen(qo, ko, causal_bottom_right));
+  });
+  x.check("varlen_any", [&](const auto& q, const auto& k, const auto& v) { return attention(q, k, v, varlen(qo, ko)); });
 }
 
 BOOST_AUTO_TEST_CASE(functions_of_the_position) {

@@ -1,5 +1,5 @@
 // Attention variants: the named masks of one key interval per query (sliding_window, causal and two-sided;
-// documents, prefix_lm, chunked), bool masks' tile summary, soft-capping (softcap) and ALiBi. Each against the double
+// documents, prefix_lm, chunked; the varlen entry), bool masks' tile summary, soft-capping (softcap) and ALiBi. Each against the double
 // reference (reference.hpp) with the mask written out as a plain predicate on (t, j) here; fused (every instruction
 // set) and row by row; the prefill and the decode kernel; skipped tiles against the same mask given as two bool
 // tensors that block no whole tile (every tile computed: the same bits); special cases (a window of 0, empty
@@ -49,6 +49,11 @@ struct data {
   }
   // with cap > 0: softcap(s Q K^T, cap) before the mask
   reference::problem problem(double scale, const visible_fn& visible, double fill, double cap = 0) {
+    return problem_rows(scale, [&](std::size_t i, std::size_t j) { return i + Lk >= Lq && visible(i + Lk - Lq, j); },
+                        fill, cap);
+  }
+  // the same for a predicate on the query's index i (not its position) and the key j
+  reference::problem problem_rows(double scale, const visible_fn& visible, double fill, double cap = 0) {
     reference::problem p;
     p.batch = B, p.lq = Lq, p.lk = Lk, p.dk = D, p.dv = Dv;
     p.q.assign(Q.begin(), Q.end());
@@ -58,7 +63,7 @@ struct data {
     s.allowed.resize(B * Lq * Lk);
     for (std::size_t i = 0; i < Lq; ++i)
       for (std::size_t j = 0; j < Lk; ++j) {
-        const bool ok = i + Lk >= Lq && visible(i + Lk - Lq, j);
+        const bool ok = visible(i, j);
         const bool e = i % 8 == 0 && j % 8 == 0 && !ok;
         M1(i, j) = ok || e;
         M2(i, j) = !e;
@@ -182,7 +187,62 @@ void softcapped(unsigned seed) {
   }
 }
 
+// varlen: sequence s of queries [cq[s], cq[s + 1]) and keys [ck[s], ck[s + 1]), written out by a linear search.
+bool varlen_visible(const std::vector<std::size_t>& cq, const std::vector<std::size_t>& ck, sequence_order order,
+                    std::size_t i, std::size_t j) {
+  std::size_t s = 0;
+  while (!(cq[s] <= i && i < cq[s + 1])) ++s;
+  if (j < ck[s] || j >= ck[s + 1]) return false;
+  const std::size_t u = i - cq[s], v = j - ck[s], nq = cq[s + 1] - cq[s], nk = ck[s + 1] - ck[s];
+  switch (order) {
+    case sequence_order::any: return true;
+    case sequence_order::causal_top_left: return v <= u;
+    case sequence_order::causal_bottom_right: return v + nq <= u + nk;
+  }
+  return false;
+}
+
+// The varlen entry over one shape: packed sequences with query and key lengths of their own (one empty on the query
+// side, one on the key side, one on both), in each order, against the reference and the bool-tensor form.
+template <class T, std::size_t B, std::size_t Lq, std::size_t Lk, std::size_t D, std::size_t Dv>
+void varlen_case(unsigned seed, const std::vector<std::size_t>& cq, const std::vector<std::size_t>& ck) {
+  data<T, B, Lq, Lk, D, Dv> x(seed);
+  const T s = T(0.3);
+  const std::string shape = std::string(sizeof(T) == 4 ? "float" : "double") + " B" + std::to_string(B) + " Lq" +
+                            std::to_string(Lq) + " Lk" + std::to_string(Lk) + ": varlen ";
+  const auto S = scale(x.Q * transpose(x.K), s);
+  constexpr double ninf = -std::numeric_limits<double>::infinity();
+  const auto run = [&](const key_range_mask& named, sequence_order order, const std::string& what) {
+    const reference::problem p = x.problem_rows(
+        double(s), [&](std::size_t i, std::size_t j) { return varlen_visible(cq, ck, order, i, j); }, ninf);
+    agree(softmax(mask(S, named)) * x.V, softmax(mask(mask(S, allowed(x.M1)), allowed(x.M2))) * x.V, p, shape + what);
+  };
+  run(varlen(cq, ck), sequence_order::any, "any order");
+  run(varlen(cq, ck, causal), sequence_order::causal_top_left, "causal");
+  run(varlen(cq, ck, causal_bottom_right), sequence_order::causal_bottom_right, "causal_bottom_right");
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(varlen_packed_sequences) {
+  varlen_case<float, 1, 200, 260, 16, 16>(30, {0, 50, 50, 120, 120, 200}, {0, 40, 90, 90, 170, 260});
+  varlen_case<double, 2, 97, 130, 8, 8>(31, {0, 30, 31, 97}, {0, 60, 70, 130});
+  varlen_case<float, 1, 150, 90, 16, 8>(32, {0, 100, 150}, {0, 30, 90});  // more queries than keys
+  varlen_case<float, 1, 3, 700, 32, 32>(33, {0, 1, 1, 3}, {0, 300, 301, 700});  // decode rows
+  varlen_case<float, 2, 1, 1300, 64, 64>(34, {0, 1}, {0, 1300});
+  // equal offsets: varlen is documents (with causal, documents under causal), bit for bit
+  constexpr std::size_t L = 120, D = 16;
+  tensor<float, L, D> Q, K, V;
+  std::mt19937 g(35);
+  normal(Q, g), normal(K, g), normal(V, g);
+  const std::array<std::size_t, 4> offs{0, 33, 70, L};
+  const auto a = evaluate(attention(Q, K, V, varlen(offs, offs, causal)));
+  const auto b = evaluate(attention(Q, K, V, causal, documents(offs)));
+  BOOST_TEST(std::memcmp(a.data(), b.data(), sizeof(float) * L * D) == 0);
+  const auto c = evaluate(attention(Q, K, V, varlen(offs, offs)));
+  const auto d = evaluate(attention(Q, K, V, documents(offs)));
+  BOOST_TEST(std::memcmp(c.data(), d.data(), sizeof(float) * L * D) == 0);
+}
 
 BOOST_AUTO_TEST_CASE(soft_capping) {
   softcapped<float, 1, 200, 200, 16, 16>(20);
@@ -356,6 +416,19 @@ BOOST_AUTO_TEST_CASE(bad_input_throws) {
   throws([&] { (void)mask(S, sliding_window(21)); }, "attnx: mask: sliding_window(21) is wider than the 20 keys");
   throws([&] { (void)mask(S, sliding_window(3, 20)); }, "attnx: mask: sliding_window(3, 20) is wider than the 20 keys");
   throws([&] { (void)mask(S, chunked(0)); }, "attnx: mask: chunked(C) needs C > 0");
+  const std::array<std::size_t, 3> two{0, 10, L};
+  throws([&] { (void)mask(S, varlen(two, from1)); },
+         "attnx: mask: varlen(q_offsets, k_offsets): 3 query offsets but 2 key offsets (one more than there are "
+         "sequences, each)");
+  throws([&] { (void)mask(S, varlen(short_end, two)); },
+         "attnx: mask: varlen(q_offsets, k_offsets): q_offsets: the last offset is 19, must be the number of queries 20");
+  throws([&] { (void)mask(S, varlen(down, down)); },
+         "attnx: mask: varlen(q_offsets, k_offsets): q_offsets: offsets must not decrease, but offsets[1] = 12 > "
+         "offsets[2] = 8");
+  throws([&] { (void)mask(S, varlen(two, short_end, causal)); },
+         "attnx: mask: varlen(q_offsets, k_offsets): k_offsets: the last offset is 19, must be the number of keys 20");
+  throws([&] { (void)mask(S, varlen(one, one)); },
+         "attnx: mask: varlen(q_offsets, k_offsets): q_offsets needs at least two offsets (0 and L_q)");
   // offsets changed after the expression was built: checked again when it is evaluated, fused or row by row
   std::array<std::size_t, 3> offs{0, 10, L};
   const auto e = softmax(mask(S, documents(offs))) * V;
@@ -393,6 +466,14 @@ constexpr bool documents_agree() {
     for (std::size_t j = 0; j < CL; ++j) m(i, j) = (i < 2) == (j < 2);
   return same(evaluate(attention(cq, cq, cq, documents(offs))), evaluate(attention(cq, cq, cq, allowed(m))));
 }
+constexpr bool varlen_agrees() {  // two sequences: 2 queries over 4 keys, 4 queries over 2 keys; causal bottom-right
+  const std::array<std::size_t, 3> qo{0, 2, CL}, ko{0, 4, CL};
+  tensor<bool, CL, CL> m{};
+  for (std::size_t i = 0; i < CL; ++i)
+    for (std::size_t j = 0; j < CL; ++j) m(i, j) = i < 2 ? j < 4 && j <= i + 2 : j >= 4 && j - 4 + 4 <= i - 2 + 2;
+  return same(evaluate(attention(cq, cq, cq, varlen(qo, ko, causal_bottom_right))),
+              evaluate(attention(cq, cq, cq, allowed(m))));
+}
 // Soft-capping in a constant evaluation: the row evaluators (constexpr tanh) give every weight in (0, 1) and rows that
 // sum to one.
 constexpr bool softcap_in_constexpr() {
@@ -411,4 +492,5 @@ constexpr bool softcap_in_constexpr() {
 static_assert(softcap_in_constexpr());
 static_assert(window_agrees());
 static_assert(documents_agree());
+static_assert(varlen_agrees());
 }  // namespace

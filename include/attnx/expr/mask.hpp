@@ -18,6 +18,8 @@
 //                                         a query sees its own document's keys (compose with causal)
 //   mask(S, prefix_lm(P))                 the first P keys seen by every query, causal after them (T5's prefix LM)
 //   mask(S, chunked(C))                   chunks of C positions see only their own chunk (Llama 4; compose with causal)
+//   mask(S, varlen(q_offsets, k_offsets[, causal]))  ragged sequences packed along both axes (FlashAttention-2's
+//                                         varlen): a query sees its own sequence's keys, causally if asked
 // and beside them: mask(S, alibi() | alibi(slopes)) (ALiBi's linear bias per head), softcap(S, c) = c tanh(S / c)
 // or softcap(c) among attention()'s masks.
 // Masks compose: mask(mask(S, causal), key_lengths(lens)).
@@ -92,6 +94,30 @@ constexpr key_range_mask documents(std::span<const std::size_t> offsets) noexcep
   r.offsets = offsets.data();
   r.count = offsets.empty() ? 0 : offsets.size() - 1;
   return {r};
+}
+// varlen(q_offsets, k_offsets [, causal | causal_bottom_right]): the varlen entry (FlashAttention-2's cu_seqlens_q
+// and cu_seqlens_k), ragged sequences packed without padding along the query axis and the key axis alike: sequence
+// s holds queries [q_offsets[s], q_offsets[s + 1]) and keys [k_offsets[s], k_offsets[s + 1]), and a query sees its
+// own sequence's keys: all of them, or the causal ones, top-left or bottom-right aligned in the sequence
+// (sequence_order). Both spans have one value more than there are sequences and live in the caller's memory.
+constexpr key_range_mask varlen(std::span<const std::size_t> q_offsets, std::span<const std::size_t> k_offsets) {
+  if (q_offsets.size() != k_offsets.size())
+    ATTNX_THROW(std::invalid_argument("attnx: mask: varlen(q_offsets, k_offsets): " + std::to_string(q_offsets.size()) +
+                                      " query offsets but " + std::to_string(k_offsets.size()) +
+                                      " key offsets (one more than there are sequences, each)"));
+  key_range r{range_kind::varlen};
+  r.q_offsets = q_offsets.data();
+  r.offsets = k_offsets.data();
+  r.count = q_offsets.empty() ? 0 : q_offsets.size() - 1;
+  return {r};
+}
+template <causal_alignment Align>
+constexpr key_range_mask varlen(std::span<const std::size_t> q_offsets, std::span<const std::size_t> k_offsets,
+                                causal_mask<Align>) {
+  key_range_mask m = varlen(q_offsets, k_offsets);
+  m.range.order = Align == causal_alignment::top_left ? sequence_order::causal_top_left
+                                                      : sequence_order::causal_bottom_right;
+  return m;
 }
 constexpr key_range_mask prefix_lm(std::size_t p) noexcept {
   key_range r{range_kind::prefix};
@@ -343,7 +369,7 @@ constexpr auto mask(A&& a, alibi_bias m) {
   return detail::make_masked<ok>(std::forward<A>(a), m, value_t<A>(0));
 }
 
-// A key interval over scores of L_k keys: its own rules (check_key_range), and a window no wider than the keys
+// A key interval over scores of L_q queries and L_k keys: its own rules (check_key_range), and a window no wider than the keys
 // (a wider one is a mistake about the sequence, not a mask: over a KV cache that grows, attend() takes it as is).
 template <class S>
 constexpr void check_key_range_mask(const key_range_mask& m, const dims_t<S::rank>& d) {
@@ -353,7 +379,7 @@ constexpr void check_key_range_mask(const key_range_mask& m, const dims_t<S::ran
     ATTNX_THROW(std::invalid_argument("attnx: mask: sliding_window(" +
                                       (r.right == 0 ? std::to_string(r.left + 1) : std::to_string(r.left) + ", " + std::to_string(r.right)) +
                                       ") is wider than the " + std::to_string(keys) + " keys"));
-  check_key_range(r, keys);
+  check_key_range(r, dims_matrix_rows(d), keys);
 }
 
 template <expression A>

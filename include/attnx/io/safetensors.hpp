@@ -291,16 +291,19 @@ entry make_entry(std::string name, const E& t, bool transposed = false) {
 void save(const std::string& path, const std::vector<entry>& entries, const std::map<std::string, std::string>& metadata = {});
 
 // ---- a multi_head_attention module from a file -------------------------------------------------------------
-// The names of the eight parameters (the biases are not read by a module without biases).
+// The names of the eight parameters (the biases are not read by a module without biases) and of the sink logits
+// (read by a module with mha_options::sinks only; gpt-oss: <prefix>sinks).
 struct mha_names {
   std::string w_q = "w_q", w_k = "w_k", w_v = "w_v", w_o = "w_o";
   std::string b_q = "b_q", b_k = "b_k", b_v = "b_v", b_o = "b_o";
+  std::string sinks = "sinks";
   // Hugging Face style (BART, T5-like, LLaMA attention blocks): <prefix>q_proj.weight, ..., <prefix>out_proj.bias,
   // stored (out, in): load with weight_layout::out_in. (PyTorch's own nn.MultiheadAttention packs q, k and v into
   // one in_proj_weight: load_torch_multihead_attention reads that.)
   static mha_names hugging_face(const std::string& prefix = "") {
     return {prefix + "q_proj.weight", prefix + "k_proj.weight", prefix + "v_proj.weight", prefix + "out_proj.weight",
-            prefix + "q_proj.bias",   prefix + "k_proj.bias",   prefix + "v_proj.bias",   prefix + "out_proj.bias"};
+            prefix + "q_proj.bias",   prefix + "k_proj.bias",   prefix + "v_proj.bias",   prefix + "out_proj.bias",
+            prefix + "sinks"};
   }
   [[deprecated("these are Hugging Face's names, not nn.MultiheadAttention's: use mha_names::hugging_face, or "
                "load_torch_multihead_attention for nn.MultiheadAttention's packed in_proj_weight")]]
@@ -353,6 +356,7 @@ M load_mha(const file& f, const mha_names& names, weight_layout layout) {
     m.b_v = f.load<typename M::b_v_type>(names.b_v);
     m.b_o = f.load<typename M::b_o_type>(names.b_o);
   }
+  if constexpr (M::options.sinks) m.sinks = f.load<typename M::sinks_type>(names.sinks);
   return m;
 }
 
@@ -409,6 +413,7 @@ void save_mha(const std::string& path, const M& m, const mha_names& names, weigh
     e.push_back(make_entry(names.b_v, m.b_v));
     e.push_back(make_entry(names.b_o, m.b_o));
   }
+  if constexpr (M::options.sinks) e.push_back(make_entry(names.sinks, m.sinks));
   for (auto& [k, v] : mha_metadata<M>()) metadata[k] = v;
   save(path, e, metadata);
 }

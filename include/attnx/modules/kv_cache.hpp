@@ -13,6 +13,7 @@
 //   attnx::attend(q, cache[, scale][, ctx])  // q (B, heads, n, d_k) -> (B, heads, n, d_v), causal in the cache
 //   attnx::partial_attention(q, cache[, attnx::cache_keys::all][, scale])  // the same as a state (state.hpp)
 //   attnx::attend(q, cache, attnx::allowed(m), attnx::additive(bias)[, scale][, ctx])  // masks over (B, heads, n, keys);
+//                                         // also the named masks, alibi, softcap and sinks(t) (merged after the kernel)
 //   attnx::partial_attention(q, cache[, keys], masks...[, scale][, ctx]) the same
 //   auto yr = mha.step(rows, cache, counts);   // rows (N, d_model): counts[b] new rows of item b in turn
 //   auto ym = mha.step(x_t, cache, attnx::blocked(pad), attnx::additive(bias));  // masks over (B, heads, n, keys)
@@ -42,6 +43,7 @@
 #include "attnx/eval/assign.hpp"
 #include "attnx/eval/evaluator.hpp"
 #include "attnx/expr/mask.hpp"
+#include "attnx/expr/sinks.hpp"
 #include "attnx/exec/context.hpp"
 #include "attnx/math/constexpr_math.hpp"
 #include "attnx/kernels/flash_attention.hpp"
@@ -419,11 +421,17 @@ auto undoing_appends(Cache& cache, const F& f) {
 // items of q (a prefix stored once; K and V of batch stride 0, which the kernel reads once for all the items).
 // masks: boolean or additive score steps (multi_head_attention::step's masks, over the call's (b, h, i, j)),
 // applied after the scale and before the causal order (at most kernels::max_score_steps - 2).
+// sinks: none, one logit for every head, or one per head (expr/sinks.hpp), merged into each row's state after the
+// kernel (out scaled, lse merged).
 template <class T, class Cache>
 void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::size_t heads, std::size_t n,
                   kernels::strided<const T> q, kernels::strided<T> out, T scale, const context& ctx, bool causal_order = true,
-                  kernels::strided<T> lse = {}, bool one_item = false, std::span<const kernels::score_step<T>> masks = {}) {
+                  kernels::strided<T> lse = {}, bool one_item = false, std::span<const kernels::score_step<T>> masks = {},
+                  std::span<const T> sinks = {}) {
   if (batch == 0 || n == 0) return;
+  storage<T, dyn> own_lse(uninitialized, sinks.empty() || lse.data ? 0 : batch * heads * n);
+  if (!sinks.empty() && !lse.data)
+    lse = {own_lse.data(), static_cast<std::ptrdiff_t>(heads * n), static_cast<std::ptrdiff_t>(n), 1};
   storage<std::size_t, dyn> lens(uninitialized, batch);
   std::size_t lk = 0;
   for (std::size_t b = 0; b < batch; ++b) {
@@ -450,9 +458,11 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   p.multiply(scale);
   for (kernels::score_step<T> m : masks) {
     if (m.kind == kernels::step_kind::key_interval) {  // positions are each item's cache positions
-      if (m.range.kind == range_kind::documents)
-        ATTNX_THROW(std::invalid_argument("attnx: attend: documents(offsets) over a cache is not supported (the cache's "
-                                          "items are the sequences; use one item per document)"));
+      if (m.range.kind == range_kind::documents || m.range.kind == range_kind::varlen)
+        ATTNX_THROW(std::invalid_argument(std::string("attnx: attend: ") +
+                                          (m.range.kind == range_kind::varlen ? "varlen(q_offsets, k_offsets)" : "documents(offsets)") +
+                                          " over a cache is not supported (the cache's items are the sequences; use "
+                                          "one item per document)"));
       m.range.lengths = lens.data();
     }
     if (m.kind == kernels::step_kind::linear_bias) m.lengths = lens.data();  // (t: each item's own positions)
@@ -461,6 +471,16 @@ void attend_cache(const Cache& cache, std::size_t b0, std::size_t batch, std::si
   if (causal_order) p.causal_lengths(lens.data());
   else p.key_lengths(lens.data());  // every key an item holds (a memory: no causal order)
   kernels::flash_attention(p, ctx);
+  if (sinks.empty()) return;
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < n; ++i) {
+        T& l = lse.matrix(b, h)[static_cast<std::ptrdiff_t>(i) * lse.row];
+        const sunk_row<T> r = sink_merge(l, sinks[sinks.size() == 1 ? 0 : h]);
+        T* o = out.matrix(b, h) + static_cast<std::ptrdiff_t>(i) * out.row;
+        for (std::size_t c = 0; c < p.dv; ++c) o[c] *= r.factor;
+        l = r.lse;
+      }
 }
 
 // ---- masks over a cache's scores: multi_head_attention::step's and attend / partial_attention's -----------------
@@ -478,6 +498,8 @@ template <>
 inline constexpr bool is_cache_mask<alibi_bias> = true;  // in cache positions too
 template <>
 inline constexpr bool is_cache_mask<softcap_value> = true;  // (three steps: divide, tanh, multiply)
+template <class Sk>
+inline constexpr bool is_cache_mask<sink_logits<Sk>> = true;  // (no step: merged after the kernel)
 template <class A>
 inline constexpr bool is_context_arg = std::is_same_v<std::remove_cvref_t<A>, context>;
 // A mask digested: its dense data (allow: true = attend, for allowed(m); blocked(m) arrives as allowed(!m); or
@@ -491,6 +513,8 @@ struct cache_mask {
   bool is_alibi = false;             // alibi (its slopes, resolved for the call's heads by resolve_cache_masks)
   alibi_bias alibi{};
   double softcap = 0;                // softcap(c): c > 0
+  bool is_sinks = false;             // sinks(t) / sinks(x): their logits, as T
+  std::vector<T> sinks;
   bool has_data() const noexcept { return allow || bias; }
   std::size_t rank = 0;
   std::array<std::size_t, 4> dims{};
@@ -506,7 +530,8 @@ struct cache_mask_source {  // a mask's data, dense while the call runs
   dense_operand<std::remove_cvref_t<decltype(std::declval<const K&>().mask)>> d;
 };
 template <class K>
-  requires(std::is_same_v<K, key_range_mask> || std::is_same_v<K, alibi_bias> || std::is_same_v<K, softcap_value>)
+  requires(std::is_same_v<K, key_range_mask> || std::is_same_v<K, alibi_bias> || std::is_same_v<K, softcap_value> ||
+           is_sink_logits<K>)
 struct cache_mask_source<K> {  // no data
   explicit cache_mask_source(const K&) {}
   const void* data() const { return nullptr; }
@@ -523,6 +548,14 @@ decltype(auto) with_cache_masks(const F& f, const K&... ks) {
       } else if constexpr (std::is_same_v<Kind, alibi_bias>) {
         m.is_alibi = true;
         m.alibi = k;
+      } else if constexpr (is_sink_logits<Kind>) {
+        m.is_sinks = true;
+        if constexpr (requires { k.s.value; }) {
+          m.sinks.assign(1, static_cast<T>(k.s.value));
+        } else {
+          const auto* t = k.s.data();
+          m.sinks.assign(t, t + dims_of(k.s)[0]);  // (converted to T: the logits are few)
+        }
       } else if constexpr (std::is_same_v<Kind, softcap_value>) {
         if (!(k.cap > 0 && k.cap <= std::numeric_limits<double>::max()))
           ATTNX_THROW(std::invalid_argument("attnx: softcap: the cap must be a positive finite number, not " +
@@ -571,7 +604,12 @@ void cache_mask_strides(cache_mask<T>& m, std::size_t frame, const std::array<st
 // The standard ALiBi slopes for the call's heads, and the slope count's rule (one per head, or one).
 template <class T>
 void resolve_cache_masks(std::span<cache_mask<T>> masks, std::size_t heads) {
+  std::size_t n_sinks = 0;
   for (cache_mask<T>& m : masks) {
+    if (m.is_sinks && ++n_sinks > 1) ATTNX_THROW(std::invalid_argument("attnx: sinks: given more than once"));
+    if (m.is_sinks && m.sinks.size() != 1 && m.sinks.size() != heads)
+      ATTNX_THROW(std::invalid_argument("attnx: sinks: " + std::to_string(m.sinks.size()) + " sink logits for " +
+                                        std::to_string(heads) + " heads (one per head, or one for all)"));
     if (!m.is_alibi) continue;
     if (m.alibi.count == 0) m.alibi = alibi_slopes(heads);
     if (m.alibi.count != 1 && m.alibi.count != heads)
@@ -608,6 +646,7 @@ std::size_t cache_mask_steps(std::span<const cache_mask<T>> ms, const Off& off, 
     steps[n++] = st;
   };
   for (const cache_mask<T>& m : ms) {
+    if (m.is_sinks) continue;  // (cache_sinks)
     if (m.softcap > 0) {
       put({kernels::step_kind::divide, static_cast<T>(m.softcap)});
       put({kernels::step_kind::tanh, T(0)});
@@ -623,6 +662,13 @@ std::size_t cache_mask_steps(std::span<const cache_mask<T>> ms, const Off& off, 
   }
   return n;
 }
+// The sinks among the masks (none: empty).
+template <class T>
+std::span<const T> cache_sinks(std::span<const cache_mask<T>> ms) {
+  for (const cache_mask<T>& m : ms)
+    if (m.is_sinks) return m.sinks;
+  return {};
+}
 enum class mask_caller { step, attend, partial };
 // The rules on the masks among A0, A... (the other arguments pass), one error for the first that fails: an additive
 // mask of type T; each mask's static extents against the scores' (Scores, keys dyn: the forward pass's mask rule).
@@ -630,7 +676,7 @@ template <mask_caller C, class T, class Scores, class A0, class... A>
 constexpr bool cache_masks_ok() {
   constexpr bool ok = [] {
     if constexpr (!is_cache_mask<A0> || std::is_same_v<A0, key_range_mask> || std::is_same_v<A0, alibi_bias> ||
-                  std::is_same_v<A0, softcap_value>) {
+                  std::is_same_v<A0, softcap_value> || is_sink_logits<A0>) {
       return true;
     } else {
       using M = std::remove_cvref_t<decltype(std::declval<const A0&>().mask)>;
@@ -729,7 +775,8 @@ auto attend_checked(const Q& q, const kv_cache<T, G, Dk, Dv, S>& cache, T scale,
         masks, [](const cache_mask<T>&) { return std::ptrdiff_t{0}; },
         [](const cache_mask<T>& m) { return m.stride[0]; }, steps);
     detail::attend_cache<T>(cache, 0, d[0], d[1], d[2], qs, os, scale, ctx, keys == cache_keys::causal_rows, ls, one_item,
-                            std::span<const kernels::score_step<T>>(steps.data(), n_steps));
+                            std::span<const kernels::score_step<T>>(steps.data(), n_steps),
+                            cache_sinks<T>(std::span<const cache_mask<T>>(masks.data(), masks.size())));
     return s;
   } else {
     return state{};
@@ -778,11 +825,11 @@ constexpr bool attend_cache_rules() {
   using order_fact = error::attend_cache_arguments_out_of_order<error::argument_position<bad_arg + 1>, error::argument_type<bad_t>>;
   static_assert(Partial || bad_arg == n || error::holds<order_fact>,
                 "attnx: attend(q, cache): after the cache come the masks (allowed(m), blocked(m) or additive(m)), then "
-                "at most a scale, then at most a context (masks: also sliding_window, chunked, prefix_lm, alibi, softcap)");
+                "at most a scale, then at most a context (masks: also sliding_window, chunked, prefix_lm, alibi, softcap, sinks)");
   static_assert(!Partial || bad_arg == n || error::holds<order_fact>,
                 "attnx: partial_attention(q, cache): after the cache (and cache_keys) come the masks (allowed(m), "
                 "blocked(m) or additive(m)), then at most a scale, then at most a context (masks: also sliding_window, "
-                "chunked, prefix_lm, alibi, softcap)");
+                "chunked, prefix_lm, alibi, softcap, sinks)");
   constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
   using count_fact = error::attend_cache_too_many_masks<error::mask_count<masks>>;
   static_assert(Partial || bad_arg < n || masks <= max_masks || error::holds<count_fact>,

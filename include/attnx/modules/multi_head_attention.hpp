@@ -7,6 +7,8 @@
 //   attnx::tensor<float, B, L, 512> y = mha(x, attnx::causal);                  // self-attention
 //   attnx::tensor<float, B, Lq, 512> z = mha(x, memory, attnx::key_lengths(lens)); // cross-attention
 //   attnx::tensor<float, B, 8, L, L> A = mha.weights(x, attnx::causal);         // only when asked
+//   multi_head_attention<float, 512, 8, mha_options{.softcap = 50, .window = 4096, .sinks = true}>  // variants on
+//                                         // every call, forward, step and attend_memory (mha_options)
 //
 // The forward pass is, for an input x of shape (B, L, d_model) (or (L, d_model): a batch of one),
 //   merge_heads(attention(split_heads<H>(x W_Q + b_Q),
@@ -74,6 +76,11 @@ struct mha_options {
   bool bias = true;          // projections with biases (nn.Linear's default; seeds 000, 003) or without (seed 004)
   rope_style rope = rope_style::none;  // rotary position encoding of the query and key heads, and its layout
   std::size_t rope_base = 10000;       // RoPE's base (LLaMA 2: 10000; LLaMA 3: 500000)
+  // The attention variants on every call (the caller's masks come on top of them):
+  double softcap = 0;       // > 0: logit soft-capping c tanh(s / c) of every score, before the masks (Gemma 2: 50)
+  std::size_t window = 0;   // > 0: sliding_window(window), the `window` keys up to each query (Mistral); self only
+  bool alibi = false;       // ALiBi with the standard slopes for the heads (BLOOM, MPT); self-attention only
+  bool sinks = false;       // a learned sink logit per head in every row's softmax (gpt-oss): the parameter `sinks`
 };
 
 // owned: the module holds its weights (tensors; a literal type when they are small, so a constexpr
@@ -202,6 +209,10 @@ class multi_head_attention {
   [[no_unique_address]] b_k_type b_k;
   [[no_unique_address]] b_v_type b_v;
   [[no_unique_address]] b_o_type b_o;
+  // With mha_options::sinks: one logit per head (owned in either storage; zero until set or loaded), else no storage.
+  using sinks_shape = shape<axis<anon, heads>>;
+  using sinks_type = std::conditional_t<Opt.sinks, basic_tensor<T, sinks_shape>, no_bias<'s'>>;
+  [[no_unique_address]] sinks_type sinks{};
 
   // Zero weights (owned storage only): fill them in afterwards (w_q(i, j) = ..., or a loader).
   constexpr multi_head_attention()
@@ -466,7 +477,9 @@ class multi_head_attention {
       const std::size_t N = dims_of(x)[0];
       const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), N), w_q, b_q), ctx);
       tensor<T, dyn, heads * d_v> merged(N);
-      attend_rows(q, merged, cache, 0, rows, ctx, /*causal=*/false);
+      with_option_cache_masks<false>([&](std::span<detail::cache_mask<T>> ms) {
+        attend_rows(q, merged, cache, 0, rows, ctx, /*causal=*/false, ms);
+      });
       basic_tensor<T, output_placeholder<shape_of_t<X>>> out(dims_of(x), uninitialized);
       project_out(merged, out.data(), ctx);
       return out;
@@ -578,7 +591,7 @@ class multi_head_attention {
             [&](const detail::cache_mask<T>& m) { return masks_by_item ? sz(b) * m.stride[0] : sz(at) * m.stride[2]; },
             [&](const detail::cache_mask<T>& m) { return masks_by_item ? m.stride[0] : sz(n) * m.stride[2]; }, steps);
         detail::attend_cache<T>(cache, b0 + b, e - b, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order, {}, false,
-                                std::span<const kernels::score_step<T>>(steps.data(), n_steps));
+                                std::span<const kernels::score_step<T>>(steps.data(), n_steps), detail::cache_sinks<T>(masks));
       }
       at += (e - b) * n;
       b = e;
@@ -605,7 +618,15 @@ class multi_head_attention {
     const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
     const kernels::strided<const T> qs{q.data(), sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
     const kernels::strided<T> os{merged.data(), sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-    detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order);
+    if constexpr (has_options) {  // (over a memory: softcap and sinks)
+      attnx::storage<std::size_t, dyn> counts(nb);
+      alg::fill_n(counts.data(), nb, n);
+      with_option_cache_masks<false>([&](std::span<detail::cache_mask<T>> ms) {
+        attend_rows(q, merged, cache, b0, {counts.data(), nb}, ctx, causal_order, ms);
+      });
+    } else {
+      detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order);
+    }
     basic_tensor<T, output_placeholder<SX>> out(d, uninitialized);
     project_out(merged, out.data(), ctx);
     return out;
@@ -615,9 +636,19 @@ class multi_head_attention {
   auto step_impl(const X& x, Cache& cache, Where where, const context& ctx) const {
     if constexpr (!step_rules<X, Cache>()) {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
+    } else if constexpr (has_options) {
+      return with_option_cache_masks<true>(
+          [&](std::span<detail::cache_mask<T>> ms) { return step_run(x, cache, where, ctx, ms, false); });
     } else {
       return step_run(x, cache, where, ctx);
     }
+  }
+  // f(masks) with the caller's masks ks... and the options' (with_options; Self: over the cache's own tokens, else
+  // over a memory) digested for the cache.
+  template <bool Self, class F, class... K>
+  decltype(auto) with_option_cache_masks(const F& f, const K&... ks) const {
+    return std::apply([&](const auto&... m) -> decltype(auto) { return detail::with_cache_masks<T>(f, m...); },
+                      with_options<Self, true>(ks...));
   }
   // step's rules on x and the cache (after x's rank rule).
   template <class X, class Cache>
@@ -652,7 +683,7 @@ class multi_head_attention {
     static_assert(bad_arg == n || error::holds<error::step_argument_is_not_a_mask<error::argument_position<bad_arg + 1>,
                                                                                  error::argument_type<bad_t>>>,
                   "attnx: multi_head_attention::step: a mask must be allowed(m), blocked(m) or additive(m), a named mask "
-                  "(sliding_window, chunked, prefix_lm), alibi or softcap (the cache gives the causal order and each item's "
+                  "(sliding_window, chunked, prefix_lm), alibi, softcap or sinks (the cache gives the causal order and each item's "
                   "length), and a context comes last");
     constexpr std::size_t masks = (std::size_t{detail::is_cache_mask<A>} + ... + 0);
     constexpr std::size_t max_masks = kernels::max_score_steps - 2;  // (the scale, and the cache's causal order)
@@ -681,7 +712,7 @@ class multi_head_attention {
         else return current_context();
       }();
       return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return detail::with_cache_masks<T>(
+        return with_option_cache_masks<true>(
             [&](std::span<detail::cache_mask<T>> ms) { return step_run(x, cache, where, ctx, ms, ByItem); }, std::get<I>(args)...);
       }(std::make_index_sequence<sizeof...(A) - (has_ctx ? 1 : 0)>{});
     }
@@ -875,15 +906,46 @@ class multi_head_attention {
     auto q = rotate<Rotate>(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
     auto k = share_kv(rotate<Rotate>(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
     auto v = share_kv(split_heads<kv_heads>(project(std::forward<XV>(xv), w_v, b_v)));
-    return project(evaluated_once(merge_heads(attention(std::move(q), std::move(k), std::move(v), std::forward<Masks>(masks)...))),
-                   w_o, b_o);
+    return std::apply(
+        [&](auto&&... m) {
+          return project(evaluated_once(merge_heads(attention(std::move(q), std::move(k), std::move(v),
+                                                              std::forward<decltype(m)>(m)...))),
+                         w_o, b_o);
+        },
+        with_options<Rotate, true>(std::forward<Masks>(masks)...));
   }
   template <bool Rotate, class XQ, class XK, class... Masks>
   constexpr auto scores_of(XQ&& xq, XK&& xk, Masks&&... masks) const {
     auto q = rotate<Rotate>(split_heads<heads>(project(std::forward<XQ>(xq), w_q, b_q)));
     auto k = share_kv(rotate<Rotate>(split_heads<kv_heads>(project(std::forward<XK>(xk), w_k, b_k))));
-    return attention_weights(std::move(q), std::move(k), std::forward<Masks>(masks)...);
+    return std::apply(
+        [&](auto&&... m) { return attention_weights(std::move(q), std::move(k), std::forward<decltype(m)>(m)...); },
+        with_options<Rotate, false>(std::forward<Masks>(masks)...));
   }
+  // The options' variants around the caller's masks, as a tuple of them: softcap first (a mask's -inf stays -inf),
+  // then the masks, then (Self: self-attention, where positions are relative) the window and ALiBi, and (Sinks) the
+  // sinks last, as attention() takes them. (weights() leaves the sinks out: its rows are the keys' softmax alone.)
+  template <bool Self, bool Sinks, class... Masks>
+  constexpr auto with_options(Masks&&... masks) const {
+    const auto cap = [] {
+      if constexpr (Opt.softcap > 0) return std::tuple<softcap_value>(softcap(Opt.softcap));
+      else return std::tuple<>();
+    };
+    const auto window = [] {
+      if constexpr (Self && Opt.window > 0) return std::tuple<key_range_mask>(sliding_window(Opt.window));
+      else return std::tuple<>();
+    };
+    const auto bias = [] {
+      if constexpr (Self && Opt.alibi) return std::tuple<alibi_bias>(alibi_slopes(heads));
+      else return std::tuple<>();
+    };
+    const auto sink = [this] {
+      if constexpr (Sinks && Opt.sinks) return std::make_tuple(attnx::sinks(this->sinks));
+      else return std::tuple<>();
+    };
+    return std::tuple_cat(cap(), std::forward_as_tuple(std::forward<Masks>(masks)...), window(), bias(), sink());
+  }
+  static constexpr bool has_options = Opt.softcap > 0 || Opt.window > 0 || Opt.alibi || Opt.sinks;
 
   // ---- building the parameters ---------------------------------------------------------------------
   template <class S, class W>

@@ -110,6 +110,10 @@ struct decode_book {
           limits[(b * 2 * nl + nl + li) * rows + r] = from;
           if (skip && plan.skippable[li]) e = alg::min(e, lim), st = alg::max(st, from);
         }
+        // (a skip point inside the keys rounds up to a chunk boundary: the chunks, and the loops' tails within them,
+        // are then those of the run that computes every key, so skipping changes no bit; the keys between are masked
+        // by the limits as any computed key)
+        if (e < p.lk) e = alg::min(p.lk, (e + decode_chunk - 1) / decode_chunk * decode_chunk);
         ends[b * rows + r] = e;
         kend = alg::max(kend, e);
         kbegin = alg::min(kbegin, plan.skip_starts ? alg::min(st, e) : std::size_t{0});

@@ -220,7 +220,7 @@ void validate(const attention_problem<T>& p) {
       ATTNX_THROW(std::out_of_range("attnx: mask: the key padding length " + std::to_string(st.length) + " exceeds the " +
                               std::to_string(p.lk) + " keys"));
     } else if (st.kind == step_kind::key_interval) {
-      attnx::check_key_range(st.range, p.lk);
+      attnx::check_key_range(st.range, p.lq, p.lk);
     } else if (st.kind == step_kind::linear_bias && (!st.slopes || (st.n_slopes != 1 && st.n_slopes != p.heads))) {
       ATTNX_THROW(std::invalid_argument("attnx: alibi: " + std::to_string(st.n_slopes) + " slopes for " +
                                         std::to_string(p.heads) + " heads (one per head, or one for all)"));
