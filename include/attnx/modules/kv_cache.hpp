@@ -541,7 +541,7 @@ decltype(auto) with_cache_masks(const F& f, const K&... ks) {
   const std::tuple<cache_mask_source<K>...> held(ks...);
   std::array<cache_mask<T>, sizeof...(K)> ms{};
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    const auto digest = [](const auto& k, const auto* data, cache_mask<T>& m) {
+    [[maybe_unused]] const auto digest = [](const auto& k, const auto* data, cache_mask<T>& m) {
       using Kind = std::remove_cvref_t<decltype(k)>;
       if constexpr (std::is_same_v<Kind, key_range_mask>) {
         m.range = &k.range;
