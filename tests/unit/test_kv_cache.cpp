@@ -1439,7 +1439,7 @@ BOOST_AUTO_TEST_CASE(sinks_over_a_ragged_cache) {
 // forward pass, token by token and chunk by chunk; so do attend_memory's rows the cross-attention's.
 BOOST_AUTO_TEST_CASE(mha_options_variants) {
   constexpr std::size_t B = 2, L = 40, Lm = 13, Dm = 32, H = 4, Hkv = 2, d = Dm / H, W = 9;
-  constexpr attnx::mha_options opt{.kv_heads = Hkv, .bias = false, .softcap = 1.5, .window = W, .alibi = true, .sinks = true};
+  constexpr attnx::mha_options opt{.kv_heads = Hkv, .bias = false, .softcap = 2, .window = W, .alibi = true, .sinks = true};
   using MO = attnx::multi_head_attention<double, Dm, H, opt>;
   using MP = attnx::multi_head_attention<double, Dm, H, attnx::mha_options{.kv_heads = Hkv, .bias = false}>;
   static_assert(sizeof(MP::sinks_type) == 1 && sizeof(MO::sinks_type) > 1);
@@ -1456,13 +1456,13 @@ BOOST_AUTO_TEST_CASE(mha_options_variants) {
     return std::memcmp(a.data(), b.data(), sizeof(double) * attnx::dims_size(attnx::dims_of(a))) == 0;
   };
   const auto y = attnx::evaluate(wo.m(x, attnx::causal));
-  BOOST_TEST(same(y, attnx::evaluate(wp.m(x, attnx::softcap(1.5), attnx::causal, attnx::sliding_window(W), attnx::alibi(),
+  BOOST_TEST(same(y, attnx::evaluate(wp.m(x, attnx::softcap(2.0), attnx::causal, attnx::sliding_window(W), attnx::alibi(),
                                           attnx::sinks(t)))));
   BOOST_TEST(!same(y, attnx::evaluate(wp.m(x, attnx::causal))));
   const auto yx = attnx::evaluate(wo.m(x, mem));  // cross: softcap and sinks (positions of two sequences: no window)
-  BOOST_TEST(same(yx, attnx::evaluate(wp.m(x, mem, attnx::softcap(1.5), attnx::sinks(t)))));
+  BOOST_TEST(same(yx, attnx::evaluate(wp.m(x, mem, attnx::softcap(2.0), attnx::sinks(t)))));
   BOOST_TEST(same(attnx::evaluate(wo.m.weights(x, attnx::causal)),
-                  attnx::evaluate(wp.m.weights(x, attnx::softcap(1.5), attnx::causal, attnx::sliding_window(W), attnx::alibi()))));
+                  attnx::evaluate(wp.m.weights(x, attnx::softcap(2.0), attnx::causal, attnx::sliding_window(W), attnx::alibi()))));
   for (std::size_t chunk : {std::size_t{1}, std::size_t{7}, L}) {
     attnx::kv_cache<double, Hkv, d> cache(B, L);
     mat got(B * L * Dm), want(y.begin(), y.end());

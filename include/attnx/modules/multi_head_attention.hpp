@@ -77,7 +77,8 @@ struct mha_options {
   rope_style rope = rope_style::none;  // rotary position encoding of the query and key heads, and its layout
   std::size_t rope_base = 10000;       // RoPE's base (LLaMA 2: 10000; LLaMA 3: 500000)
   // The attention variants on every call (the caller's masks come on top of them):
-  double softcap = 0;       // > 0: logit soft-capping c tanh(s / c) of every score, before the masks (Gemma 2: 50)
+  std::size_t softcap = 0;  // > 0: logit soft-capping c tanh(s / c) of every score, before the masks (Gemma 2: 50;
+                            // an integer, as rope_base: clang 14 misreads a double member here. Any c: softcap(c))
   std::size_t window = 0;   // > 0: sliding_window(window), the `window` keys up to each query (Mistral); self only
   bool alibi = false;       // ALiBi with the standard slopes for the heads (BLOOM, MPT); self-attention only
   bool sinks = false;       // a learned sink logit per head in every row's softmax (gpt-oss): the parameter `sinks`
@@ -476,13 +477,7 @@ class multi_head_attention {
       const basic_tensor<T, shape_of_t<X>> dense_x = x;
       const std::size_t N = dims_of(x)[0];
       const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), N), w_q, b_q), ctx);
-      tensor<T, dyn, heads * d_v> merged(N);
-      with_option_cache_masks<false>([&](std::span<detail::cache_mask<T>> ms) {
-        attend_rows(q, merged, cache, 0, rows, ctx, /*causal=*/false, ms);
-      });
-      basic_tensor<T, output_placeholder<shape_of_t<X>>> out(dims_of(x), uninitialized);
-      project_out(merged, out.data(), ctx);
-      return out;
+      return attend_over_memory<shape_of_t<X>>(q, cache, 0, rows, dims_of(x), ctx);
     } else {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
     }
@@ -552,7 +547,9 @@ class multi_head_attention {
     const auto [nb, n] = check_memory_input(x, cache, b0);
     const basic_tensor<T, shape_of_t<X>> dense_x = x;
     const tensor<T, dyn, heads * d_k> q = evaluate(project(rows_view(dense_x.data(), nb * n), w_q, b_q), ctx);
-    return attend_over_cache<shape_of_t<X>>(q, cache, b0, nb, n, dims_of(x), ctx, /*causal=*/false);
+    attnx::storage<std::size_t, dyn> counts(nb);
+    alg::fill_n(counts.data(), nb, n);
+    return attend_over_memory<shape_of_t<X>>(q, cache, b0, {counts.data(), nb}, dims_of(x), ctx);
   }
   // The run-time rules of x (N, d_model) with rows per item against a cache (fn: the function, for the messages):
   // its features, one count per item of the cache, N their sum.
@@ -610,23 +607,15 @@ class multi_head_attention {
     for (std::size_t b = 0; b < nb; ++b)
       cache.append(b0 + b, k.data() + b * n * kv_heads * d_k, v.data() + b * n * kv_heads * d_v, n);
   }
-  // The n query rows of items [b0, b0 + nb) (q: (nb n, heads d_k)) over the cache, then W_O: x's shape SX with dims d.
+  // The query rows q (N, heads d_k), counts[b] of item b0 + b one item after another, each over every key its item
+  // holds (a memory: no causal order; the options' softcap and sinks), then W_O: x's shape SX with dims d.
   template <class SX, class Q, class Cache>
-  auto attend_over_cache(const Q& q, const Cache& cache, std::size_t b0, std::size_t nb, std::size_t n,
-                         const dims_t<SX::rank>& d, const context& ctx, bool causal_order) const {
-    tensor<T, dyn, heads * d_v> merged(nb * n);
-    const auto sz = [](std::size_t e) { return static_cast<std::ptrdiff_t>(e); };
-    const kernels::strided<const T> qs{q.data(), sz(n * heads * d_k), sz(d_k), sz(heads * d_k)};
-    const kernels::strided<T> os{merged.data(), sz(n * heads * d_v), sz(d_v), sz(heads * d_v)};
-    if constexpr (has_options) {  // (over a memory: softcap and sinks)
-      attnx::storage<std::size_t, dyn> counts(nb);
-      alg::fill_n(counts.data(), nb, n);
-      with_option_cache_masks<false>([&](std::span<detail::cache_mask<T>> ms) {
-        attend_rows(q, merged, cache, b0, {counts.data(), nb}, ctx, causal_order, ms);
-      });
-    } else {
-      detail::attend_cache<T>(cache, b0, nb, heads, n, qs, os, T(1) / math::sqrt(T(d_k)), ctx, causal_order);
-    }
+  auto attend_over_memory(const Q& q, const Cache& cache, std::size_t b0, std::span<const std::size_t> counts,
+                          const dims_t<SX::rank>& d, const context& ctx) const {
+    tensor<T, dyn, heads * d_v> merged(q.dims()[0]);
+    with_option_cache_masks<false>([&](std::span<detail::cache_mask<T>> ms) {
+      attend_rows(q, merged, cache, b0, counts, ctx, /*causal=*/false, ms);
+    });
     basic_tensor<T, output_placeholder<SX>> out(d, uninitialized);
     project_out(merged, out.data(), ctx);
     return out;
@@ -636,11 +625,9 @@ class multi_head_attention {
   auto step_impl(const X& x, Cache& cache, Where where, const context& ctx) const {
     if constexpr (!step_rules<X, Cache>()) {
       return basic_tensor<T, output_placeholder<shape_of_t<X>>>{};
-    } else if constexpr (has_options) {
+    } else {  // (the options' masks, none without options)
       return with_option_cache_masks<true>(
           [&](std::span<detail::cache_mask<T>> ms) { return step_run(x, cache, where, ctx, ms, false); });
-    } else {
-      return step_run(x, cache, where, ctx);
     }
   }
   // f(masks) with the caller's masks ks... and the options' (with_options; Self: over the cache's own tokens, else
@@ -928,7 +915,7 @@ class multi_head_attention {
   template <bool Self, bool Sinks, class... Masks>
   constexpr auto with_options(Masks&&... masks) const {
     const auto cap = [] {
-      if constexpr (Opt.softcap > 0) return std::tuple<softcap_value>(softcap(Opt.softcap));
+      if constexpr (Opt.softcap > 0) return std::tuple<softcap_value>(softcap(static_cast<double>(Opt.softcap)));
       else return std::tuple<>();
     };
     const auto window = [] {
@@ -939,13 +926,12 @@ class multi_head_attention {
       if constexpr (Self && Opt.alibi) return std::tuple<alibi_bias>(alibi_slopes(heads));
       else return std::tuple<>();
     };
-    const auto sink = [this] {
+    const auto sink = [&] {
       if constexpr (Sinks && Opt.sinks) return std::make_tuple(attnx::sinks(this->sinks));
       else return std::tuple<>();
     };
     return std::tuple_cat(cap(), std::forward_as_tuple(std::forward<Masks>(masks)...), window(), bias(), sink());
   }
-  static constexpr bool has_options = Opt.softcap > 0 || Opt.window > 0 || Opt.alibi || Opt.sinks;
 
   // ---- building the parameters ---------------------------------------------------------------------
   template <class S, class W>

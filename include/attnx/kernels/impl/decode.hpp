@@ -96,11 +96,22 @@ struct decode_book {
     at_[5] = l.add<std::size_t>(p.batch);
     return l.bytes;
   }
+  // The keys item b holds: Lk, or fewer by its key lengths or padding (a ragged cache), for every row alike.
+  static std::size_t item_keys(const attention_problem<T>& p, const score_plan<T>& plan, std::size_t b) {
+    std::size_t n = p.lk;
+    for (std::size_t li = 0; li < plan.n_limits; ++li) {
+      const score_step<T>& step = plan.steps[plan.limits[li]];
+      if (step.kind == step_kind::key_lengths || step.kind == step_kind::causal_lengths) n = alg::min(n, step.lengths[b]);
+      if (step.kind == step_kind::key_padding) n = alg::min(n, step.length);
+    }
+    return n;
+  }
   // The limits and ends of every row, and the chunks of every (b, g).
   void fill(const attention_problem<T>& p, const score_plan<T>& plan) {
     const bool skip = plan.skip_final == -std::numeric_limits<T>::infinity() && plan.poison < 0 && plan.any_skippable;
     for (std::size_t b = 0; b < p.batch; ++b) {
       std::size_t kend = 0, kbegin = p.lk;
+      const std::size_t own = item_keys(p, plan, b);
       for (std::size_t r = 0; r < rows; ++r) {
         std::size_t e = p.lk, st = 0;
         for (std::size_t li = 0; li < nl; ++li) {
@@ -110,10 +121,10 @@ struct decode_book {
           limits[(b * 2 * nl + nl + li) * rows + r] = from;
           if (skip && plan.skippable[li]) e = alg::min(e, lim), st = alg::max(st, from);
         }
-        // (a skip point inside the keys rounds up to a chunk boundary: the chunks, and the loops' tails within them,
-        // are then those of the run that computes every key, so skipping changes no bit; the keys between are masked
-        // by the limits as any computed key)
-        if (e < p.lk) e = alg::min(p.lk, (e + decode_chunk - 1) / decode_chunk * decode_chunk);
+        // (a skip point inside the item's keys rounds up to a chunk boundary: the chunks, and the loops' tails within
+        // them, are then those of the run that computes every key, so skipping changes no bit; the keys between are
+        // masked by the limits as any computed key)
+        if (e < own) e = alg::min(own, (e + decode_chunk - 1) / decode_chunk * decode_chunk);
         ends[b * rows + r] = e;
         kend = alg::max(kend, e);
         kbegin = alg::min(kbegin, plan.skip_starts ? alg::min(st, e) : std::size_t{0});
