@@ -18,6 +18,7 @@ set(layers
   "modules:modules/"
   "io:io/"
   "models:models/"
+  "train:train/"
   "all:attnx.hpp")
 
 if(NOT INCLUDE_DIR)

@@ -261,4 +261,51 @@ std::unique_ptr<Model> load_gpt2(const safetensors::file& f, const std::string& 
   return m;
 }
 
+// The model as a safetensors file with Hugging Face GPT-2 names, the layout load_gpt2 reads (and
+// transformers.GPT2LMHeadModel: c_attn's q | k | v side by side, Conv1D weights (in, out)); the LM head is tied and not
+// stored. The metadata states the head count (load_gpt2 checks it). Throws what safetensors::save throws.
+template <class Model>
+void save_gpt2(const std::string& path, const Model& m, const std::string& prefix = "transformer.") {
+  using T = typename Model::value_type;
+  constexpr std::size_t D = Model::d_model;
+  namespace st = safetensors;
+  std::vector<st::entry> e;
+  e.push_back(st::make_entry(prefix + "wte.weight", m.wte.weight));
+  e.push_back(st::make_entry(prefix + "wpe.weight", m.wpe));
+  const auto norm = [&](const auto& ln, const std::string& name) {
+    e.push_back(st::make_entry(name + ".weight", ln.weight));
+    e.push_back(st::make_entry(name + ".bias", ln.bias));
+  };
+  for (std::size_t i = 0; i < Model::layers; ++i) {
+    const std::string p = prefix + "h." + std::to_string(i) + ".";
+    const auto& b = m.h[i];
+    norm(b.ln_1, p + "ln_1");
+    const auto qkv_heap = std::make_unique<tensor<T, D, 3 * D>>();  // (a real model's does not fit the stack)
+    auto& qkv = *qkv_heap;
+    tensor<T, 3 * D> qkv_b;
+    for (std::size_t r = 0; r < D; ++r)
+      for (std::size_t c = 0; c < D; ++c) {
+        qkv(r, c) = b.attn.w_q(r, c);
+        qkv(r, D + c) = b.attn.w_k(r, c);
+        qkv(r, 2 * D + c) = b.attn.w_v(r, c);
+      }
+    for (std::size_t c = 0; c < D; ++c) {
+      qkv_b(c) = b.attn.b_q(c);
+      qkv_b(D + c) = b.attn.b_k(c);
+      qkv_b(2 * D + c) = b.attn.b_v(c);
+    }
+    e.push_back(st::make_entry(p + "attn.c_attn.weight", qkv));
+    e.push_back(st::make_entry(p + "attn.c_attn.bias", qkv_b));
+    e.push_back(st::make_entry(p + "attn.c_proj.weight", b.attn.w_o));
+    e.push_back(st::make_entry(p + "attn.c_proj.bias", b.attn.b_o));
+    norm(b.ln_2, p + "ln_2");
+    e.push_back(st::make_entry(p + "mlp.c_fc.weight", b.mlp.up.weight));
+    e.push_back(st::make_entry(p + "mlp.c_fc.bias", b.mlp.up.bias));
+    e.push_back(st::make_entry(p + "mlp.c_proj.weight", b.mlp.down.weight));
+    e.push_back(st::make_entry(p + "mlp.c_proj.bias", b.mlp.down.bias));
+  }
+  norm(m.ln_f, prefix + "ln_f");
+  st::save(path, e, {{std::string(st::heads_key), std::to_string(Model::heads)}});
+}
+
 }  // namespace attnx::models
