@@ -79,16 +79,21 @@ BOOST_AUTO_TEST_CASE(first_step_gradients_equal_pytorch) {
   const auto m = load_run(f, "init");
   const auto want = load_run(f, "grad");
   const batches b = load_batches(f);
-  auto g = zeros_like<model_t>();
-  context ctx;
-  const double loss = train::forward_backward(*m, b.ids_of(0), b.targets_of(0), B, *g, ctx);
   const auto losses = f.load<tensor<double, 30>>("adamw.loss");
-  BOOST_TEST(std::abs(loss - losses(0)) < 1e-13);
-  BOOST_TEST(ctx.fused_runs() >= 2 * model_t::layers);  // (each block's attention: forward, then the fused backward)
-  const auto [e, at] = worst(*g, *want);
-  BOOST_TEST_INFO("worst at " << at);
-  BOOST_TEST(e < 1e-12);
-  BOOST_TEST(std::abs(g->h[1].attn.b_k(0)) < 1e-12);  // (the softmax cancels a key bias: see worst)
+  auto g = zeros_like<model_t>();
+  for (const auto keep : {train::memory::recompute, train::memory::keep}) {
+    BOOST_TEST_CONTEXT((keep == train::memory::keep ? "keep" : "recompute")) {
+      train::zero(*g);
+      context ctx;
+      const double loss = train::forward_backward(*m, b.ids_of(0), b.targets_of(0), B, *g, ctx, {.activations = keep});
+      BOOST_TEST(std::abs(loss - losses(0)) < 1e-13);
+      BOOST_TEST(ctx.fused_runs() >= 2 * model_t::layers);  // (each block's attention: forward, then the fused backward)
+      const auto [e, at] = worst(*g, *want);
+      BOOST_TEST_INFO("worst at " << at);
+      BOOST_TEST(e < 1e-12);
+      BOOST_TEST(std::abs(g->h[1].attn.b_k(0)) < 1e-12);  // (the softmax cancels a key bias: see worst)
+    }
+  }
   // The same gradients accumulate: a second batch adds to them.
   auto twice = zeros_like<model_t>();
   train::forward_backward(*m, b.ids_of(0), b.targets_of(0), B, *twice);
@@ -99,7 +104,7 @@ BOOST_AUTO_TEST_CASE(first_step_gradients_equal_pytorch) {
   });
   BOOST_TEST(gap < 1e-13);
   // train::loss is the forward alone.
-  BOOST_TEST(std::abs(train::loss(*m, b.ids_of(0), b.targets_of(0), B) - loss) < 1e-14);
+  BOOST_TEST(std::abs(train::loss(*m, b.ids_of(0), b.targets_of(0), B) - losses(0)) < 1e-13);
 }
 
 BOOST_AUTO_TEST_CASE(adamw_with_schedule_and_clipping_equals_pytorch_step_by_step) {
@@ -360,7 +365,7 @@ BOOST_AUTO_TEST_CASE(bad_batches_are_refused_before_anything_is_written) {
 // (4 query heads, 2 K/V heads) and RoPE, and a post-norm block without biases. The loss is sum(w o y) for a fixed w.
 namespace {
 template <class Block>
-void check_block_against_differences() {
+void check_block_against_differences(train::memory keep, bool kept) {
   using X = tensor<double, dyn, dyn, Block::d_model>;
   Block b;
   std::size_t k = 0;
@@ -375,8 +380,9 @@ void check_block_against_differences() {
     for (std::size_t i = 0; i < y.numel(); ++i) s += w.data()[i] * y.data()[i];
     return s;
   };
-  train::block_activations<X> a;
-  const X y = train::block_forward(b, x, a);
+  train::block_activations<Block, X> a;
+  const X y = train::block_forward(b, x, a, current_context(), keep);
+  BOOST_TEST(a.kept == (keep == train::memory::keep && kept));
   const X y_ref = b.forward(x, causal);
   double same = 0;
   for (std::size_t i = 0; i < y.numel(); ++i) same = std::max(same, std::abs(y.data()[i] - y_ref.data()[i]));
@@ -413,8 +419,17 @@ void check_block_against_differences() {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(block_backward_grouped_queries_rope_and_post_norm) {
-  check_block_against_differences<nn::transformer_block<double, 8, 4, 16, nn::activation::gelu_tanh, nn::norm_position::pre,
-                                                        mha_options{.kv_heads = 2, .rope = rope_style::half}>>();
-  check_block_against_differences<nn::transformer_block<double, 8, 2, 12, nn::activation::silu, nn::norm_position::post,
-                                                        mha_options{.bias = false}>>();
+  using gqa = nn::transformer_block<double, 8, 4, 16, nn::activation::gelu_tanh, nn::norm_position::pre, mha_options{.kv_heads = 2}>;
+  using no_bias = nn::transformer_block<double, 8, 2, 12, nn::activation::relu, nn::norm_position::pre, mha_options{.bias = false}>;
+  for (const auto keep : {train::memory::keep, train::memory::recompute}) {
+    BOOST_TEST_CONTEXT((keep == train::memory::keep ? "keep" : "recompute")) {
+      check_block_against_differences<gqa>(keep, true);
+      check_block_against_differences<no_bias>(keep, true);
+      // (these always recompute: RoPE, and a post-norm block)
+      check_block_against_differences<nn::transformer_block<double, 8, 4, 16, nn::activation::gelu_tanh, nn::norm_position::pre,
+                                                            mha_options{.kv_heads = 2, .rope = rope_style::half}>>(keep, false);
+      check_block_against_differences<nn::transformer_block<double, 8, 2, 12, nn::activation::silu, nn::norm_position::post,
+                                                            mha_options{.bias = false}>>(keep, false);
+    }
+  }
 }

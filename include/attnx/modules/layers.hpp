@@ -181,6 +181,7 @@ template <class T, std::size_t D, std::size_t Hidden, activation Act = activatio
 struct feed_forward {
   static constexpr std::size_t features = D, hidden = Hidden;
   static constexpr bool gated = Gated;
+  static constexpr activation act = Act;
   linear<T, D, Hidden, Bias> up{};
   linear<T, Hidden, D, Bias> down{};
   [[no_unique_address]] std::conditional_t<Gated, linear<T, D, Hidden, Bias>, absent<'g'>> gate{};

@@ -9,13 +9,15 @@
 // context); the loss is the mean cross-entropy of every position's logits against its target (train/loss.hpp,
 // ignore_index rows excluded), as PyTorch's GPT2LMHeadModel computes it with the targets shifted by the caller.
 //
-// The gradients are derived from the model's own expressions (grad/backward.hpp): each block's two sub-layers,
-// x + attn(ln_1(x), causal) and h + mlp(ln_2(h)) (post-norm: ln_1(x + attn(x, causal)), ln_2(h + mlp(h))), are
-// differentiated with respect to their input and their parameters, the attention by the fused backward kernel.
-// The forward keeps what the sub-layers read, two residual streams per block (B L D values each); the rest (the
-// normalised rows, the projections, the MLP's hidden layer, the attention's O and log-sum-exp) is recomputed by
-// the backward, sub-layer by sub-layer: activation memory is that of block-by-block recomputation. The LM head is
-// tied: its gradient is added to wte's, and the caller re-ties after an optimizer step (model.tie_lm_head()).
+// The gradients are derived from the model's own expressions (grad/backward.hpp), the attention by the fused
+// backward kernel. With memory::keep (the default) the forward keeps every activation the backward reads (the
+// normalised rows, Q, K, V, the attention's output, the MLP's pre-activation) and each product, norm and the
+// attention are differentiated on their own, so each matrix product runs once forward and its two gradient
+// products once backward. With memory::recompute it keeps two residual streams per block and differentiates each
+// sub-layer as a whole, x + attn(ln_1(x), causal) and h + mlp(ln_2(h)) (post-norm: ln_1(x + attn(x, causal)),
+// ln_2(h + mlp(h))), recomputing the rest: block-by-block recomputation, for memory. Blocks with RoPE, score variants
+// or a gated MLP, and post-norm blocks, always take the second form. The LM head is tied: its gradient is added to
+// wte's, and the caller re-ties after an optimizer step (model.tie_lm_head()).
 // Results are bit-identical for any thread count (the kernels' rule).
 //
 // block_forward / block_backward do the same for one nn::transformer_block (pre- or post-norm, any attention options
@@ -149,30 +151,136 @@ template <class M>
 void check_model(const M&) {
   check_block<typename M::block_type>();
 }
+// Blocks whose training forward can keep every activation (memory::keep): pre-norm, attention without RoPE or
+// score variants, an MLP without a gate. Others recompute inside each sub-layer whatever the policy.
+template <class B>
+inline constexpr bool keeps_activations = [] {
+  constexpr mha_options o = B::attention_type::options;
+  return B::norm == nn::norm_position::pre && o.rope == rope_style::none && o.softcap == 0 && o.window == 0 &&
+         !o.alibi && !o.sinks && !B::feed_forward_type::gated;
+}();
 }  // namespace detail
 
-// What a block's training forward keeps for its backward: its input x and the stream h after the attention
-// sub-layer (tensors of x's type).
-template <class X>
-struct block_activations {
-  X x, h;
+// What a training forward keeps for the backward.
+//   keep       every activation the backward reads (the normalised rows, Q, K and V, the attention's output, the
+//              MLP's input and pre-activation): each product is computed once forward and its two gradients once
+//              backward (the attention's forward runs once more, for its log-sum-exp). About 11 d_model values per
+//              token and block.
+//   recompute  each block's input and its stream after the attention sub-layer (2 d_model per token and block);
+//              the backward recomputes the rest from them, sub-layer by sub-layer (about one more forward).
+enum class memory { keep, recompute };
+
+// Options of a training forward: what it keeps, and the target that marks a row to leave out of the loss.
+struct train_options {
+  memory activations = memory::keep;
+  std::int32_t ignore_index = default_ignore_index;
 };
 
-// y = block(x, causal), as nn::transformer_block::forward(x, causal) computes it, keeping x and h in a.
+// What a block's training forward keeps for its backward: its input x and the stream h after the attention
+// sub-layer (tensors of x's type); with memory::keep also a1 = ln_1(x), q, k, v (split into heads), o (the
+// attention's output, heads merged), a2 = ln_2(h) and u, the MLP's pre-activation.
 template <class B, class X>
-X block_forward(const B& b, const X& x, block_activations<X>& a, const context& ctx = current_context()) {
+struct block_activations {
+  using attention_type = typename B::attention_type;
+  template <std::size_t H, class W>
+  using heads_t = decltype(evaluate(split_heads<H>(std::declval<const X&>() * std::declval<const W&>())));
+  X x, h;
+  bool kept = false;  // (whether the forward kept the rest)
+  X a1, o, a2;
+  heads_t<attention_type::heads, typename attention_type::w_q_type> q;
+  heads_t<attention_type::kv_heads, typename attention_type::w_k_type> k;
+  heads_t<attention_type::kv_heads, typename attention_type::w_v_type> v;
+  decltype(evaluate(std::declval<const typename B::feed_forward_type&>().up(std::declval<const X&>()))) u;
+};
+
+namespace detail {
+// x w (+ bias), and its parameters as a tuple of references.
+template <bool Bias, class X, class W, class C>
+auto projection(const X& x, const W& w, const C& c) {
+  if constexpr (Bias) return x * w + c;
+  else return x * w;
+}
+// K or V heads as the queries read them: each of the kv_heads serves heads / kv_heads query heads (GQA).
+// (A reference to the tensor itself, never a copy: the backward finds its leaves by their memory.)
+template <class A, class E>
+decltype(auto) shared_kv(const E& e) {
+  if constexpr (A::group == 1) return (e);
+  else return repeat_heads<A::group>(e);
+}
+template <bool Bias, class W, class C>
+auto projection_params(W& w, C& c) {
+  if constexpr (Bias) return std::tie(w, c);
+  else return std::tie(w);
+}
+
+// The backward of a block whose forward kept every activation: each product's two gradients, once.
+template <class B, class Acts, class X>
+X kept_backward(const B& b, const Acts& a, const X& dy, B& g) {
+  using A = typename B::attention_type;
+  constexpr bool bias = A::has_bias;
+  constexpr nn::activation act = B::feed_forward_type::act;
+  // y = h + down(act(u)), u = up(a2), a2 = ln_2(h)
+  const auto du = sublayer_backward(b.mlp.down(nn::activate<act>(a.u)), a.u, dy, linear_params(b.mlp.down),
+                                    linear_params(g.mlp.down));
+  const X da2 = sublayer_backward(b.mlp.up(a.a2), a.a2, du, linear_params(b.mlp.up), linear_params(g.mlp.up));
+  const X dh_norm = sublayer_backward(b.ln_2(a.h), a.h, da2, norm_params(b.ln_2), norm_params(g.ln_2));
+  const X dh = evaluate(dy + dh_norm);
+  // h = x + o w_o (+ b_o), o = merge_heads(attention(q, k, v, causal)), q = split_heads(a1 w_q (+ b_q)), ...
+  const X d_o = sublayer_backward(projection<bias>(a.o, b.attn.w_o, b.attn.b_o), a.o, dh,
+                                  projection_params<bias>(b.attn.w_o, b.attn.b_o), projection_params<bias>(g.attn.w_o, g.attn.b_o));
+  const auto [dq, dk, dv] = backward(attention(a.q, shared_kv<A>(a.k), shared_kv<A>(a.v), causal), split_heads<A::heads>(d_o), wrt(a.q, a.k, a.v));
+  X da1 = sublayer_backward(projection<bias>(a.a1, b.attn.w_q, b.attn.b_q), a.a1, merge_heads(dq),
+                            projection_params<bias>(b.attn.w_q, b.attn.b_q), projection_params<bias>(g.attn.w_q, g.attn.b_q));
+  add_into(da1, sublayer_backward(projection<bias>(a.a1, b.attn.w_k, b.attn.b_k), a.a1, merge_heads(dk),
+                                  projection_params<bias>(b.attn.w_k, b.attn.b_k), projection_params<bias>(g.attn.w_k, g.attn.b_k)));
+  add_into(da1, sublayer_backward(projection<bias>(a.a1, b.attn.w_v, b.attn.b_v), a.a1, merge_heads(dv),
+                                  projection_params<bias>(b.attn.w_v, b.attn.b_v), projection_params<bias>(g.attn.w_v, g.attn.b_v)));
+  const X dx_norm = sublayer_backward(b.ln_1(a.x), a.x, da1, norm_params(b.ln_1), norm_params(g.ln_1));
+  return evaluate(dh + dx_norm);
+}
+}  // namespace detail
+
+// y = block(x, causal), as nn::transformer_block::forward(x, causal) computes it, keeping what the backward reads
+// in a: with memory::keep everything, where the block allows it (pre-norm, no RoPE, no score variants, no gated
+// MLP); else x and h.
+template <class B, class X>
+X block_forward(const B& b, const X& x, block_activations<B, X>& a, const context& ctx = current_context(),
+                memory keep = memory::keep) {
   detail::check_block<B>();
   a.x = x;
+  a.kept = false;
+  if constexpr (detail::keeps_activations<B>) {
+    if (keep == memory::keep) {
+      using A = typename B::attention_type;
+      constexpr bool bias = A::has_bias;
+      const auto& at = b.attn;
+      a.kept = true;
+      a.a1 = evaluate(b.ln_1(a.x), ctx);
+      a.q = evaluate(split_heads<A::heads>(detail::projection<bias>(a.a1, at.w_q, at.b_q)), ctx);
+      a.k = evaluate(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_k, at.b_k)), ctx);
+      a.v = evaluate(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_v, at.b_v)), ctx);
+      a.o = evaluate(merge_heads(attention(a.q, detail::shared_kv<A>(a.k), detail::shared_kv<A>(a.v), causal)), ctx);
+      a.h = evaluate(a.x + detail::projection<bias>(a.o, at.w_o, at.b_o), ctx);
+      a.a2 = evaluate(b.ln_2(a.h), ctx);
+      a.u = evaluate(b.mlp.up(a.a2), ctx);
+      return evaluate(a.h + b.mlp.down(nn::activate<B::feed_forward_type::act>(a.u)), ctx);
+    }
+  }
   a.h = evaluate(detail::attention_sublayer(b, a.x), ctx);
   return evaluate(detail::mlp_sublayer(b, a.h), ctx);
 }
+
 // d loss / d x from dy = d loss / d y of block_forward, each parameter's gradient added to grads (a block of b's
-// type). The sub-layers are differentiated as expressions, with respect to their input and their parameters
-// (pre- and post-norm; the attention's options: heads, grouped-query K/V, RoPE, biases or none).
+// type). The sub-layers (or, where the forward kept everything, each product, norm and the attention) are
+// differentiated as expressions with respect to their inputs and parameters (pre- and post-norm; the attention's
+// options: heads, grouped-query K/V, RoPE, biases or none).
 template <class B, class X>
-X block_backward(const B& b, const block_activations<X>& a, const X& dy, B& grads, const context& ctx = current_context()) {
+X block_backward(const B& b, const block_activations<B, X>& a, const X& dy, B& grads, const context& ctx = current_context()) {
   detail::check_block<B>();
   const context_scope use(ctx);
+  if constexpr (detail::keeps_activations<B>) {
+    if (a.kept) return detail::kept_backward(b, a, dy, grads);
+  }
   X dh = detail::sublayer_backward(detail::mlp_sublayer(b, a.h), a.h, dy, detail::mlp_sublayer_params(b),
                                    detail::mlp_sublayer_params(grads));
   return detail::sublayer_backward(detail::attention_sublayer(b, a.x), a.x, dh, detail::attention_sublayer_params(b),
@@ -187,7 +295,8 @@ X block_backward(const B& b, const block_activations<X>& a, const X& dy, B& grad
 template <class M>
 typename M::value_type forward_backward(const M& m, std::span<const std::int32_t> ids, std::span<const std::int32_t> targets,
                                         std::size_t batch, M& grads, const context& ctx = current_context(),
-                                        std::int32_t ignore_index = default_ignore_index) {
+                                        const train_options& o = {}) {
+  const std::int32_t ignore_index = o.ignore_index;
   using T = typename M::value_type;
   constexpr std::size_t D = M::d_model, L = M::layers;
   detail::check_model(m);
@@ -195,9 +304,9 @@ typename M::value_type forward_backward(const M& m, std::span<const std::int32_t
   detail::check_targets(ids.size(), M::vocab, targets, ignore_index);
   const context_scope use(ctx);
   using X = tensor<T, dyn, dyn, D>;
-  std::vector<block_activations<X>> keep(L);
+  std::vector<block_activations<typename M::block_type, X>> keep(L);
   X top = detail::embed(m, ids, batch, len);
-  for (std::size_t i = 0; i < L; ++i) top = block_forward(m.h[i], top, keep[i], ctx);
+  for (std::size_t i = 0; i < L; ++i) top = block_forward(m.h[i], top, keep[i], ctx, o.activations);
   auto logits = evaluate(m.ln_f(top) * m.lm_head, ctx);
   const T loss = cross_entropy_backward(logits, targets, ignore_index);  // logits: now d loss / d logits
 
