@@ -335,6 +335,29 @@ BOOST_AUTO_TEST_CASE(rhs_transposed) {
   });
 }
 
+// transpose(X) * B with X in memory (a weight gradient X^T dY): the direct path transposes X in tiles of 32 first;
+// sizes that are not multiples of the tile, on either axis, and a view of a dyn tensor as the backward passes it.
+BOOST_AUTO_TEST_CASE(lhs_transposed) {
+  constexpr std::size_t R = 70, M = 45, N = 37;  // X: R x M, B: R x N, X^T B: M x N
+  const dvec x = random_values(R * M, 34), b = random_values(R * N, 35);
+  dvec xt(M * R);
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < M; ++j) xt[j * R + i] = x[i * M + j];
+  for_each_isa([&](simd::isa) {
+    const auto X = make<tensor<float, R, M>>(x);
+    const auto B = make<tensor<float, R, N>>(b);
+    tensor<float, M, N> P = transpose(X) * B;
+    BOOST_TEST(close_to(P.data(), ref_matmul(xt, b, M, R, N), 1e-5));
+    const auto Xd = make<tensor<double, R, M>>(x);
+    const auto Bd = make<tensor<double, R, N>>(b);
+    tensor<double, dyn, M> xv(R, M);
+    for (std::size_t i = 0; i < R * M; ++i) xv.data()[i] = Xd.data()[i];
+    const basic_view<const double, shape<axis<anon, dyn>, axis<anon, M>>> v(xv.data(), R);
+    tensor<double, M, N> Pd = transpose(v) * Bd;
+    BOOST_TEST(close_to(Pd.data(), ref_matmul(xt, b, M, R, N), 1e-13));
+  });
+}
+
 BOOST_AUTO_TEST_CASE(lhs_expressions) {
   constexpr std::size_t Bn = 2, L = 50, D = 24, H = 4, E = 30;
   const dvec x = random_values(Bn * L * D, 40), w1 = random_values(D * D, 41), w2 = random_values(D * E, 42);

@@ -6,7 +6,8 @@
 // lhs_in_memory): B packed once, then every row block of the whole product split across the context's
 // threads, each thread writing its rows (and the bias) straight into dst; a product of fewer than
 // kernels::gemm_direct_min_rows rows per matrix B (decoding steps), or one with the blocked GEMM off, by
-// kernels::gemm_rows. With any other A (a softmax, a chain, ...) and inside an expression (under softmax, for
+// kernels::gemm_rows. transpose(X) * B with X a matrix in memory takes the same path, X transposed first. With any
+// other A (a softmax, a chain, ...) and inside an expression (under softmax, for
 // instance), a product keeps the row protocol and computes blocks of rows of A as they are asked for: A is never
 // stored whole (eval/evaluator.hpp).
 #pragma once
@@ -29,6 +30,36 @@ template <class A>
 struct lhs_in_memory : std::bool_constant<dense_terminal<A>> {};
 template <class A>
 struct lhs_in_memory<evaluated_once_expr<A>> : std::true_type {};
+// transpose(X) of a matrix in memory (the weight gradient X^T dY): X transposed into a buffer first, O(rows x cols of
+// X) against the product's O(rows x cols x N), so that the product runs on the GEMM rather than the row loop.
+template <class A>
+  requires dense_terminal<A> && (shape_of_t<A>::rank == 2)
+struct lhs_in_memory<transpose_expr<A>> : std::true_type {};
+
+// The operand of the direct path: A in memory, read in place (dense_operand), or transpose(X) copied transposed.
+template <class A>
+struct direct_operand : dense_operand<A> {
+  using dense_operand<A>::dense_operand;
+};
+template <class A>
+  requires dense_terminal<A> && (shape_of_t<A>::rank == 2)
+struct direct_operand<transpose_expr<A>> {
+  using T = value_t<A>;
+  explicit direct_operand(const transpose_expr<A>& e) {
+    const auto d = dims_of(e.operand());
+    const std::size_t r = d[0], c = d[1];
+    buf.allocate(r * c);
+    const T* src = e.operand().data();
+    T* dst = buf.data();
+    constexpr std::size_t tile = 32;  // (a tile of source rows and one of destination rows stay in L1)
+    for (std::size_t i0 = 0; i0 < r; i0 += tile)
+      for (std::size_t j0 = 0; j0 < c; j0 += tile)
+        for (std::size_t j = j0; j < alg::min(c, j0 + tile); ++j)
+          for (std::size_t i = i0; i < alg::min(r, i0 + tile); ++i) dst[j * r + i] = src[i * c + j];
+  }
+  const T* data() const noexcept { return buf.data(); }
+  kernels::detail::gemm_buffer<T> buf;
+};
 
 // A product evaluated whole before it is read (the blocked GEMM), for the evaluators that need its rows.
 template <class E>
@@ -87,7 +118,7 @@ void run(T* dst, const E& e, const context& ctx) {
   const std::size_t M = da[ra - 2], K = da[ra - 1], N = dims_cols(dims_of(m.rhs()));
   const std::size_t rows = dims_rows(da);
   const std::size_t rows_per_b = P::batched_rhs ? M : rows;
-  const dense_operand<A> a(m.lhs());
+  const direct_operand<A> a(m.lhs());
   const dense_operand<B> b(m.rhs());
   const std::size_t nb = P::batched_rhs ? rows / M : 1;
   if (!ctx.blocked_gemm() || rows_per_b < kernels::gemm_direct_min_rows || K == 0 || N == 0) {

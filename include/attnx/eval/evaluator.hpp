@@ -37,6 +37,7 @@
 #include "attnx/expr/cast.hpp"
 #include "attnx/expr/evaluated.hpp"
 #include "attnx/kernels/gemm.hpp"
+#include "attnx/kernels/pointwise.hpp"
 #include "attnx/tensor/storage.hpp"
 #include "attnx/tensor/tensor.hpp"
 
@@ -203,6 +204,55 @@ struct evaluator<map_expr<F, A>> {
   constexpr auto at(std::size_t j) const { return f(a.at(j)); }  // (f takes an arithmetic value: nothing for std::invoke to add)
   [[no_unique_address]] F f;
   evaluator<A> a;
+};
+
+// At run time, for float and double, an activation with a vector routine (kernels/pointwise.hpp: tanh, sigmoid, silu,
+// gelu_tanh and the derivatives of the last two) computes a row at a time into a row buffer, in vectors of the
+// context's instruction set; a constant evaluation keeps the scalar function, element by element (no buffer).
+namespace detail {
+template <class F>
+inline constexpr int pointwise_of = -1;
+template <> inline constexpr int pointwise_of<ops::tanh> = int(kernels::pointwise::tanh);
+template <> inline constexpr int pointwise_of<ops::sigmoid> = int(kernels::pointwise::sigmoid);
+template <> inline constexpr int pointwise_of<ops::silu> = int(kernels::pointwise::silu);
+template <> inline constexpr int pointwise_of<ops::d_silu> = int(kernels::pointwise::d_silu);
+template <> inline constexpr int pointwise_of<ops::gelu_tanh> = int(kernels::pointwise::gelu_tanh);
+template <> inline constexpr int pointwise_of<ops::d_gelu_tanh> = int(kernels::pointwise::d_gelu_tanh);
+template <class F, class T>
+concept vector_pointwise = pointwise_of<F> >= 0 && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+
+template <class F, class A>
+struct pointwise_rows {
+  using T = value_t<A>;
+  constexpr explicit pointwise_rows(const A& x) : a(x), n(dims_cols(dims_of(x))) {
+    if (!std::is_constant_evaluated()) {
+      buf = storage<T, dyn>(uninitialized, n);
+      isa = current_context().isa();
+    }
+  }
+  constexpr void begin_row(std::size_t r) {
+    a.begin_row(r);
+    if (std::is_constant_evaluated()) return;
+    T* w = buf.data();
+    for (std::size_t j = 0; j < n; ++j) w[j] = static_cast<T>(a.at(j));
+    kernels::pointwise_map(static_cast<kernels::pointwise>(pointwise_of<F>), w, w, n, isa);
+  }
+  constexpr T at(std::size_t j) const { return std::is_constant_evaluated() ? F{}(static_cast<T>(a.at(j))) : buf.data()[j]; }
+  evaluator<A> a;
+  std::size_t n;
+  storage<T, dyn> buf;
+  simd::isa isa = simd::isa::scalar;
+};
+}  // namespace detail
+template <class Op, class A>
+  requires detail::vector_pointwise<Op, value_t<A>>
+struct evaluator<unary_expr<Op, A>> : detail::pointwise_rows<Op, A> {
+  constexpr explicit evaluator(const unary_expr<Op, A>& e) : detail::pointwise_rows<Op, A>(e.operand()) {}
+};
+template <class F, class A>
+  requires detail::vector_pointwise<F, value_t<A>>
+struct evaluator<map_expr<F, A>> : detail::pointwise_rows<F, A> {
+  constexpr explicit evaluator(const map_expr<F, A>& e) : detail::pointwise_rows<F, A>(e.operand()) {}
 };
 
 template <class C, class A, class B>

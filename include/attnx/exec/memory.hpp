@@ -54,7 +54,7 @@ inline constexpr bool block_cache_enabled = true;
 #endif
 inline constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;   // 64 KiB
 inline constexpr std::size_t cache_max_bytes = std::size_t(256) << 20;  // 256 MiB per thread
-inline constexpr std::size_t cache_slots = 16;
+inline constexpr std::size_t cache_slots = 64;  // (a training step frees its activations, tens of blocks, at once)
 inline constexpr bool huge_pages_supported = ATTNX_HUGE_PAGES_SUPPORTED;
 inline constexpr std::size_t huge_page_bytes = std::size_t(2) << 20;      // 2 MiB (x86-64, AArch64 with 4 KiB pages)
 inline constexpr std::size_t huge_page_min_bytes = std::size_t(4) << 20;  // 4 MiB: two huge pages or more

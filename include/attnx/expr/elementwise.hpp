@@ -68,6 +68,24 @@ struct gelu_tanh {
     return static_cast<A>(x / (1.0 + math::exp(-2.0 * u)));
   }
 };
+// The derivatives of silu and gelu_tanh as functions of a (their gradients' rules, grad/backward.hpp).
+struct d_silu {
+  template <class A> constexpr A operator()(A a) const {
+    if (a == -std::numeric_limits<A>::infinity()) return A(0);
+    const A s = ops::sigmoid{}(a);
+    return s * (A(1) + a * (A(1) - s));
+  }
+};
+struct d_gelu_tanh {  // 1/2 (1 + tanh u) + 1/2 a (1 - tanh^2 u) u', u = sqrt(2/pi) (a + 0.044715 a^3); in double
+  template <class A> constexpr A operator()(A a) const {
+    if (a >= A(10)) return A(1);
+    if (a <= A(-10)) return A(0);
+    const double x = static_cast<double>(a);
+    const double c = 0.79788456080286535588;
+    const double t = math::tanh(c * (x + 0.044715 * x * x * x));
+    return static_cast<A>(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x));
+  }
+};
 // NaN in either operand gives NaN (torch.maximum / torch.minimum).
 struct maximum { template <class A> constexpr A operator()(A a, A b) const { return a != a ? a : b != b ? b : a < b ? b : a; } };
 struct minimum { template <class A> constexpr A operator()(A a, A b) const { return a != a ? a : b != b ? b : b < a ? b : a; } };

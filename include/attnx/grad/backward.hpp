@@ -16,6 +16,7 @@
 // other operand), one node at a time; memory is a gradient tensor per node on the path, never a tape.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -133,7 +134,8 @@ struct may_reach<basic_view<U, S>, T> : std::bool_constant<std::is_same_v<std::r
 template <class... L>
 struct accumulators {
   std::tuple<const L*...> leaves;
-  std::tuple<result_t<L>...> grads;
+  std::tuple<result_t<L>...> grads;  // (uninitialised until touched: the first gradient that covers one is copied)
+  std::array<bool, sizeof...(L)> touched{};
   template <class E>
   static constexpr bool reaches = (may_reach<E, value_t<L>>::value || ...);
 };
@@ -158,6 +160,20 @@ constexpr basic_tensor<T, SA> sum_to(const basic_tensor<T, SR>& g, const dims_t<
   constexpr std::size_t R = SR::rank, RA = SA::rank;
   const auto dr = g.dims();
   basic_tensor<T, SA> out = zeros<T, SA>(da);
+  // The common case, a bias: the operand's axes are g's last ones, any before them 1 or missing. Then out is the sum
+  // of g's rows of out.numel() elements, in the order of the general loop below (the same bits).
+  std::size_t same = 0;
+  while (same < RA && same < R && da[RA - 1 - same] == dr[R - 1 - same]) ++same;
+  bool rows_case = true;
+  for (std::size_t k = 0; k + same < RA; ++k) rows_case = rows_case && da[k] == 1;
+  if (rows_case) {
+    const std::size_t inner = out.numel(), n = g.numel();
+    T* o = out.data();
+    const T* x = g.data();
+    for (std::size_t r = 0; inner != 0 && r < n / inner; ++r, x += inner)
+      for (std::size_t j = 0; j < inner; ++j) o[j] += x[j];
+    return out;
+  }
   dims_t<RA> st{};
   std::size_t acc = 1;
   for (std::size_t k = RA; k-- > 0;) st[k] = acc, acc *= da[k];
@@ -218,7 +234,7 @@ struct rule {
 // Leaves: a named tensor or a view adds g where its memory is a wrt() leaf's (the same first element and count;
 // at run time also any contiguous part of one, e.g. a view of a tensor's rows).
 template <class U, class L, class G>
-constexpr void add_at_leaf(const U* data, std::size_t count, const L* leaf, result_t<L>& grad, const G& g) {
+constexpr void add_at_leaf(const U* data, std::size_t count, const L* leaf, result_t<L>& grad, bool& touched, const G& g) {
   if constexpr (std::is_same_v<value_t<L>, U>) {
     if (leaf == nullptr) return;
     const auto* base = leaf->data();
@@ -231,6 +247,14 @@ constexpr void add_at_leaf(const U* data, std::size_t count, const L* leaf, resu
       if (a >= b && a + count * sizeof(U) <= b + n * sizeof(U) && (a - b) % sizeof(U) == 0) off = (a - b) / sizeof(U);
     }
     if (off == n) return;
+    if (!touched) {
+      touched = true;
+      if (off == 0 && count == n) {
+        alg::copy_n(g.data(), n, grad.data());
+        return;
+      }
+      alg::fill_n(grad.data(), n, value_t<L>(0));
+    }
     for (std::size_t i = 0; i < count; ++i) grad.data()[off + i] += g.data()[i];
   }
 }
@@ -240,7 +264,7 @@ constexpr void at_leaf(const E& e, const G& g, Acc& acc) {
   const U* data = e.data();
   const std::size_t count = dims_size(dims_of(e));
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (add_at_leaf(data, count, std::get<I>(acc.leaves), std::get<I>(acc.grads), g), ...);
+    (add_at_leaf(data, count, std::get<I>(acc.leaves), std::get<I>(acc.grads), acc.touched[I], g), ...);
   }(std::make_index_sequence<std::tuple_size_v<decltype(acc.leaves)>>{});
 }
 template <class U, class S>
@@ -258,13 +282,6 @@ struct rule<basic_view<U, S>> {
 // abs at 0).
 struct d_relu { template <class A> constexpr A operator()(A a) const { return a > A(0) ? A(1) : A(0); } };
 struct d_abs { template <class A> constexpr A operator()(A a) const { return a > A(0) ? A(1) : a < A(0) ? A(-1) : a; } };
-struct d_silu {
-  template <class A> constexpr A operator()(A a) const {
-    if (a == -std::numeric_limits<A>::infinity()) return A(0);
-    const A s = ops::sigmoid{}(a);
-    return s * (A(1) + a * (A(1) - s));
-  }
-};
 struct d_gelu {  // Phi(a) + a phi(a)
   template <class A> constexpr A operator()(A a) const {
     if (a == -std::numeric_limits<A>::infinity()) return A(0);
@@ -273,16 +290,8 @@ struct d_gelu {  // Phi(a) + a phi(a)
     return cdf + a * A(0.39894228040143267794) * math::exp(A(-0.5) * a * a);
   }
 };
-struct d_gelu_tanh {  // 1/2 (1 + tanh u) + 1/2 a (1 - tanh^2 u) u', u = sqrt(2/pi) (a + 0.044715 a^3); in double
-  template <class A> constexpr A operator()(A a) const {
-    if (a >= A(10)) return A(1);
-    if (a <= A(-10)) return A(0);
-    const double x = static_cast<double>(a);
-    const double c = 0.79788456080286535588;
-    const double t = math::tanh(c * (x + 0.044715 * x * x * x));
-    return static_cast<A>(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x));
-  }
-};
+using ops::d_silu;
+using ops::d_gelu_tanh;
 
 template <class Op, class A>
 struct rule<unary_expr<Op, A>> {
@@ -350,9 +359,9 @@ struct matmul_rule {
     if constexpr (Acc::template reaches<B>) {
       if constexpr (SB::rank == 2 && SA::rank > 2) {
         // One B for every batch item: the items' A^T g summed, as one product over the rows of all items.
-        const result_t<A> av(a);
-        const auto da = av.dims();
-        const std::size_t rows = av.numel() / da[SA::rank - 1];
+        const dense_operand<A> av(a);  // (a leaf in memory is read in place)
+        const auto da = dims_of(a);
+        const std::size_t rows = dims_size(da) / da[SA::rank - 1];
         using SF = shape<axis<anon, dyn>, typename SA::template axis_t<SA::rank - 1>>;
         using SG = shape<axis<anon, dyn>, typename shape_of_t<G>::template axis_t<shape_of_t<G>::rank - 1>>;
         const basic_view<const T, SF> af(av.data(), rows);
@@ -999,10 +1008,10 @@ struct rule<norm_expr<Kind, A, W, B>> {
     using T = value_t<A>;
     using S = shape_of_t<A>;
     constexpr bool has_w = !std::is_same_v<W, scalar<T>>, has_b = !std::is_same_v<B, scalar<T>>;
-    const result_t<A> x(e.operand());
-    const auto d = x.dims();
+    const dense_operand<A> x(e.operand());  // (an operand in memory is read in place)
+    const auto d = dims_of(e.operand());
     const std::size_t n = d[S::rank - 1];
-    const std::size_t rows = n == 0 ? 0 : x.numel() / n;
+    const std::size_t rows = n == 0 ? 0 : dims_size(d) / n;
     basic_tensor<T, shape<axis<anon, dyn>>> w(n), dw(n), db(n);
     if constexpr (has_w) {
       const result_t<W> wv(e.weight());
@@ -1040,11 +1049,22 @@ template <class... L>
 constexpr accumulators<L...> start(const wrt_list<L...>& w) {
   accumulators<L...> acc{w.leaves, {}};
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((std::get<I>(acc.grads) = std::get<I>(w.leaves) ? zeros<value_t<L>, shape_of_t<L>>(dims_of(*std::get<I>(w.leaves)))
+    ((std::get<I>(acc.grads) = std::get<I>(w.leaves) ? result_t<L>(dims_of(*std::get<I>(w.leaves)), uninitialized)
                                                       : result_t<L>{}),
      ...);
   }(std::index_sequence_for<L...>{});
   return acc;
+}
+// The gradients, zero where no path reached a leaf.
+template <class... L>
+constexpr std::tuple<result_t<L>...> finish(accumulators<L...>& acc) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((acc.touched[I] || !std::get<I>(acc.leaves)
+          ? void()
+          : void(alg::fill_n(std::get<I>(acc.grads).data(), std::get<I>(acc.grads).numel(), value_t<L>(0)))),
+     ...);
+  }(std::index_sequence_for<L...>{});
+  return std::move(acc.grads);
 }
 
 }  // namespace detail::ad
@@ -1056,10 +1076,14 @@ template <expression Y, expression DY, class... L>
 constexpr std::tuple<result_t<L>...> backward(const Y& y, const DY& dy, const wrt_list<L...>& w) {
   auto acc = detail::ad::start(w);
   if constexpr (!any_failed_v<Y, DY>) {
-    const result_t<Y> g = dy;
-    detail::ad::backprop(y, g, acc);
+    if constexpr (std::is_same_v<DY, result_t<Y>>) {  // (dy in memory already: read in place)
+      detail::ad::backprop(y, dy, acc);
+    } else {
+      const result_t<Y> g = dy;
+      detail::ad::backprop(y, g, acc);
+    }
   }
-  return std::move(acc.grads);
+  return detail::ad::finish(acc);
 }
 
 // grad(f, wrt(a, b, ...)): the gradients of the sum of f's elements (f a scalar loss, or any expression, as
@@ -1072,7 +1096,7 @@ constexpr std::tuple<result_t<L>...> grad(const F& f, const wrt_list<L...>& w) {
     alg::fill_n(g.data(), g.numel(), value_t<F>(1));
     detail::ad::backprop(f, g, acc);
   }
-  return std::move(acc.grads);
+  return detail::ad::finish(acc);
 }
 
 }  // namespace attnx

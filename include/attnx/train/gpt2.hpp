@@ -11,7 +11,7 @@
 //
 // The gradients are derived from the model's own expressions (grad/backward.hpp), the attention by the fused
 // backward kernel. With memory::keep (the default) the forward keeps every activation the backward reads (the
-// normalised rows, Q, K, V, the attention's output, the MLP's pre-activation) and each product, norm and the
+// normalised rows, Q, K, V, the attention's output, the MLP's pre-activation and activation) and each product, norm and the
 // attention are differentiated on their own, so each matrix product runs once forward and its two gradient
 // products once backward. With memory::recompute it keeps two residual streams per block and differentiates each
 // sub-layer as a whole, x + attn(ln_1(x), causal) and h + mlp(ln_2(h)) (post-norm: ln_1(x + attn(x, causal)),
@@ -163,9 +163,9 @@ inline constexpr bool keeps_activations = [] {
 
 // What a training forward keeps for the backward.
 //   keep       every activation the backward reads (the normalised rows, Q, K and V, the attention's output, the
-//              MLP's input and pre-activation): each product is computed once forward and its two gradients once
-//              backward (the attention's forward runs once more, for its log-sum-exp). About 11 d_model values per
-//              token and block.
+//              MLP's input, pre-activation and activation): each product is computed once forward and its two
+//              gradients once backward (the attention's forward runs once more, for its log-sum-exp). With an MLP
+//              of 4 d_model, 16 d_model values per token and block.
 //   recompute  each block's input and its stream after the attention sub-layer (2 d_model per token and block);
 //              the backward recomputes the rest from them, sub-layer by sub-layer (about one more forward).
 enum class memory { keep, recompute };
@@ -178,7 +178,7 @@ struct train_options {
 
 // What a block's training forward keeps for its backward: its input x and the stream h after the attention
 // sub-layer (tensors of x's type); with memory::keep also a1 = ln_1(x), q, k, v (split into heads), o (the
-// attention's output, heads merged), a2 = ln_2(h) and u, the MLP's pre-activation.
+// attention's output, heads merged), a2 = ln_2(h) u, the MLP's pre-activation, and f = act(u).
 template <class B, class X>
 struct block_activations {
   using attention_type = typename B::attention_type;
@@ -190,7 +190,7 @@ struct block_activations {
   heads_t<attention_type::heads, typename attention_type::w_q_type> q;
   heads_t<attention_type::kv_heads, typename attention_type::w_k_type> k;
   heads_t<attention_type::kv_heads, typename attention_type::w_v_type> v;
-  decltype(evaluate(std::declval<const typename B::feed_forward_type&>().up(std::declval<const X&>()))) u;
+  decltype(evaluate(std::declval<const typename B::feed_forward_type&>().up(std::declval<const X&>()))) u, f;
 };
 
 namespace detail {
@@ -219,9 +219,10 @@ X kept_backward(const B& b, const Acts& a, const X& dy, B& g) {
   using A = typename B::attention_type;
   constexpr bool bias = A::has_bias;
   constexpr nn::activation act = B::feed_forward_type::act;
-  // y = h + down(act(u)), u = up(a2), a2 = ln_2(h)
-  const auto du = sublayer_backward(b.mlp.down(nn::activate<act>(a.u)), a.u, dy, linear_params(b.mlp.down),
-                                    linear_params(g.mlp.down));
+  // u = up(a2), a2 = ln_2(h)
+  // y = h + down(f), f = act(u): the product's gradients from the kept f, then act's from u
+  const auto df = sublayer_backward(b.mlp.down(a.f), a.f, dy, linear_params(b.mlp.down), linear_params(g.mlp.down));
+  const auto du = std::get<0>(backward(nn::activate<act>(a.u), df, wrt(a.u)));
   const X da2 = sublayer_backward(b.mlp.up(a.a2), a.a2, du, linear_params(b.mlp.up), linear_params(g.mlp.up));
   const X dh_norm = sublayer_backward(b.ln_2(a.h), a.h, da2, norm_params(b.ln_2), norm_params(g.ln_2));
   const X dh = evaluate(dy + dh_norm);
@@ -263,7 +264,8 @@ X block_forward(const B& b, const X& x, block_activations<B, X>& a, const contex
       a.h = evaluate(a.x + detail::projection<bias>(a.o, at.w_o, at.b_o), ctx);
       a.a2 = evaluate(b.ln_2(a.h), ctx);
       a.u = evaluate(b.mlp.up(a.a2), ctx);
-      return evaluate(a.h + b.mlp.down(nn::activate<B::feed_forward_type::act>(a.u)), ctx);
+      a.f = evaluate(nn::activate<B::feed_forward_type::act>(a.u), ctx);
+      return evaluate(a.h + b.mlp.down(a.f), ctx);
     }
   }
   a.h = evaluate(detail::attention_sublayer(b, a.x), ctx);
