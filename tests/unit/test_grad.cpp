@@ -542,6 +542,34 @@ void check_fused_matches_rules(const F& grads, double tol, const char* what) {
   }(std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(fused)>>>{});
 }
 
+// attention_forward(e) saves O and the lse; backward(e, dO, wrt(...), saved) starts the backward kernel from them:
+// the same bits as the backward that runs the forward itself, its O the forward's value, and with the fused path off
+// (no lse saved) the rules' gradients.
+BOOST_AUTO_TEST_CASE(saved_forward_backward) {
+  test_random::rng r(91);
+  tensor<double, 2, 4, 70, 16> q;
+  tensor<double, 2, 2, 70, 16> k, v, dummy;
+  tensor<double, 2, 4, 70, 16> d_o;
+  fill(q, r), fill(k, r), fill(v, r), fill(d_o, r);
+  const auto e = attention(q, repeat_heads<2>(k), repeat_heads<2>(v), causal);
+  const auto s = attention_forward(e);
+  BOOST_TEST(s.has_lse);
+  const tensor<double, 2, 4, 70, 16> o = e;
+  for (std::size_t i = 0; i < o.numel(); ++i) BOOST_TEST(s.o.data()[i] == o.data()[i]);
+  const auto [dq, dk, dv] = backward(e, d_o, wrt(q, k, v), s);
+  const auto [dq1, dk1, dv1] = backward(e, d_o, wrt(q, k, v));
+  for (std::size_t i = 0; i < dq.numel(); ++i) BOOST_TEST(dq.data()[i] == dq1.data()[i]);
+  for (std::size_t i = 0; i < dk.numel(); ++i) BOOST_TEST((dk.data()[i] == dk1.data()[i] && dv.data()[i] == dv1.data()[i]));
+  check_fused_matches_rules(
+      [&] {
+        const auto saved = attention_forward(e);
+        return backward(e, d_o, wrt(q, k, v, dummy), saved);
+      },
+      1e-12, "saved forward");
+  const auto [dq2, dk2, dv2, dd] = backward(e, d_o, wrt(q, k, v, dummy), s);
+  for (std::size_t i = 0; i < dd.numel(); ++i) BOOST_TEST(dd.data()[i] == 0.0);  // (a leaf no path reaches: zeros)
+}
+
 BOOST_AUTO_TEST_CASE(fused_backward_matches_the_rules) {
   test_random::rng r(90);
   // Multi-head self-attention from projections of one x: 4 query heads over 2 K/V heads, causal.

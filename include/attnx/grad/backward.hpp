@@ -477,15 +477,44 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
     template <class T, class D>
     void operator()(T*, T*, const D&) const {}
   };
+  using T = value_t<E>;
+  using lse_tensor = basic_tensor<T, shape<axis<anon, dyn>>>;
+  // Whether the kernel may run for e at all (at run time, with the context's fused path on, not empty).
+  static bool kernel_applies(const E& e) {
+    return current_context().fused() && dims_size(dims_of(e.lhs().operand())) != 0;
+  }
+  // The lse's extents: one per output row.
+  static auto lse_dims(const result_t<E>& o) {
+    auto dl = o.dims();
+    dl[shape_of_t<P>::rank - 1] = 1;
+    return dl;
+  }
+  // o = e and its row log-sum-exps, by the forward kernel (kernel_applies(e) holds).
+  static void forward(const E& e, result_t<E>& o, lse_tensor& lse) {
+    const typename fused::chain<P>::held h(e.lhs().operand());
+    const strided_operand<V> v(e.rhs());
+    kernels::attention_problem<T> p = fused::describe<T, P>(h, v, dims_of(e.lhs().operand()));
+    o = result_t<E>(dims_of(e), uninitialized);
+    const auto dl = lse_dims(o);
+    lse = lse_tensor(uninitialized, dims_size(dl));
+    p.o = fused::contiguous_stack(o.data(), o.dims());
+    p.lse = fused::contiguous_stack(lse.data(), dl);
+    kernels::flash_attention(p, current_context());
+  }
   template <class G, class Acc, class Sunk = no_sinks>
   static bool fused_backward(const E& e, const G& g, Acc& acc, const Sunk& sunk = {}) {
+    if (biased(e.lhs().operand(), acc) || !kernel_applies(e)) return false;
+    result_t<E> o;
+    lse_tensor lse;
+    forward(e, o, lse);
+    sunk(o.data(), lse.data(), o.dims());
+    return from_saved(e, g, acc, o, lse);
+  }
+  // The backward kernel from the forward's o and lse (computed here, or saved by attention_forward).
+  template <class G, class Acc>
+  static bool from_saved(const E& e, const G& g, Acc& acc, const result_t<E>& o, const lse_tensor& lse) {
     if (biased(e.lhs().operand(), acc)) return false;
-    using T = value_t<E>;
-    using S = shape_of_t<P>;
-    constexpr std::size_t R = S::rank;
     const context& ctx = current_context();
-    const auto d = dims_of(e.lhs().operand());
-    if (!ctx.fused() || dims_size(d) == 0) return false;
     const auto& c = core(e.lhs().operand());
     const auto& qx = queries(c);
     const auto& kx = kv_target(keys(c));
@@ -495,22 +524,15 @@ struct rule<matmul_expr<softmax_expr<P>, V>> {
     using VX = std::remove_cvref_t<decltype(vx)>;
     const typename fused::chain<P>::held h(e.lhs().operand());
     const strided_operand<V> v(e.rhs());
-    kernels::attention_problem<T> p = fused::describe<T, P>(h, v, d);
-    result_t<E> o(dims_of(e), uninitialized);
-    dims_t<R> dl = o.dims();  // (the lse: one per output row)
-    dl[R - 1] = 1;
-    basic_tensor<T, shape<axis<anon, dyn>>> lse(uninitialized, dims_size(dl));
-    p.o = fused::contiguous_stack(o.data(), o.dims());
-    p.lse = fused::contiguous_stack(lse.data(), dl);
-    kernels::flash_attention(p, ctx);
-    sunk(o.data(), lse.data(), o.dims());
+    kernels::attention_problem<T> p = fused::describe<T, P>(h, v, dims_of(e.lhs().operand()));
+    const auto dl = lse_dims(o);
     basic_tensor<T, shape_of_t<QX>> dq(dims_of(qx), uninitialized);
     basic_tensor<T, shape_of_t<KX>> dk(dims_of(kx), uninitialized);
     basic_tensor<T, shape_of_t<VX>> dv(dims_of(vx), uninitialized);
     kernels::attention_gradients<T> gr;
-    gr.o = fused::contiguous_stack(static_cast<const T*>(o.data()), o.dims());
+    gr.o = fused::contiguous_stack(o.data(), o.dims());
     gr.d_o = fused::contiguous_stack(static_cast<const T*>(g.data()), g.dims());
-    gr.lse = fused::contiguous_stack(static_cast<const T*>(lse.data()), dl);
+    gr.lse = fused::contiguous_stack(lse.data(), dl);
     gr.dq = fused::contiguous_stack(dq.data(), dq.dims());
     gr.dk = fused::contiguous_stack(dk.data(), dk.dims());
     gr.dv = fused::contiguous_stack(dv.data(), dv.dims());
@@ -1083,6 +1105,51 @@ constexpr std::tuple<result_t<L>...> backward(const Y& y, const DY& dy, const wr
       detail::ad::backprop(y, g, acc);
     }
   }
+  return detail::ad::finish(acc);
+}
+
+// An attention's forward kept for its backward: its value o and, where the fused kernel computed it, the row
+// log-sum-exps (what the backward kernel reads besides o), so that the backward does not run the forward again.
+template <class E>
+struct saved_attention {
+  result_t<E> o;
+  basic_tensor<value_t<E>, shape<axis<anon, dyn>>> lse;
+  bool has_lse = false;  // (false: the rows path computed o; the backward recomputes what it needs)
+};
+namespace detail::ad {
+// softmax(P) * V that the forward fuses and whose score program the backward kernel runs (no tile function).
+template <class E>
+inline constexpr bool kernel_attention_v = false;
+template <class P, class V>
+  requires fused::pattern<matmul_expr<softmax_expr<P>, V>>::value
+inline constexpr bool kernel_attention_v<matmul_expr<softmax_expr<P>, V>> = !fused::chain<P>::functions;
+template <class E>
+concept kernel_attention = kernel_attention_v<E>;
+}  // namespace detail::ad
+
+// s = attention_forward(e) for an attention the forward fuses (softmax(P) * V, is_fused_v): s.o is e's value, computed
+// by the fused kernel with its log-sum-exps where the current context's fused path is on (else by the rows path);
+// backward(e, dy, wrt(...), s) then starts from them. e must read the same tensors, unchanged, in both calls.
+template <expression E>
+  requires detail::ad::kernel_attention<E>
+saved_attention<E> attention_forward(const E& e) {
+  saved_attention<E> s;
+  using R = detail::ad::rule<E>;
+  if (R::kernel_applies(e)) {
+    R::forward(e, s.o, s.lse);
+    s.has_lse = true;
+    current_context().count_fused_run();
+  } else {
+    s.o = evaluate(e);
+  }
+  return s;
+}
+template <expression E, expression DY, class... L>
+  requires detail::ad::kernel_attention<E>
+std::tuple<result_t<L>...> backward(const E& e, const DY& dy, const wrt_list<L...>& w, const saved_attention<E>& s) {
+  auto acc = detail::ad::start(w);
+  const result_t<E> g = dy;
+  if (!s.has_lse || !detail::ad::rule<E>::from_saved(e, g, acc, s.o, s.lse)) detail::ad::backprop(e, g, acc);
   return detail::ad::finish(acc);
 }
 

@@ -159,13 +159,20 @@ inline constexpr bool keeps_activations = [] {
   return B::norm == nn::norm_position::pre && o.rope == rope_style::none && o.softcap == 0 && o.window == 0 &&
          !o.alibi && !o.sinks && !B::feed_forward_type::gated;
 }();
+// K or V heads as the queries read them: each of the kv_heads serves heads / kv_heads query heads (GQA).
+// (A reference to the tensor itself, never a copy: the backward finds its leaves by their memory.)
+template <class A, class E>
+decltype(auto) shared_kv(const E& e) {
+  if constexpr (A::group == 1) return (e);
+  else return repeat_heads<A::group>(e);
+}
 }  // namespace detail
 
 // What a training forward keeps for the backward.
 //   keep       every activation the backward reads (the normalised rows, Q, K and V, the attention's output, the
-//              MLP's input, pre-activation and activation): each product is computed once forward and its two
-//              gradients once backward (the attention's forward runs once more, for its log-sum-exp). With an MLP
-//              of 4 d_model, 16 d_model values per token and block.
+//              MLP's input, pre-activation and activation, the attention's row log-sum-exps): each product and the
+//              attention are computed once forward and their gradients once backward. With an MLP of 4 d_model,
+//              17 d_model values per token and block.
 //   recompute  each block's input and its stream after the attention sub-layer (2 d_model per token and block);
 //              the backward recomputes the rest from them, sub-layer by sub-layer (about one more forward).
 enum class memory { keep, recompute };
@@ -191,6 +198,12 @@ struct block_activations {
   heads_t<attention_type::kv_heads, typename attention_type::w_k_type> k;
   heads_t<attention_type::kv_heads, typename attention_type::w_v_type> v;
   decltype(evaluate(std::declval<const typename B::feed_forward_type&>().up(std::declval<const X&>()))) u, f;
+  // the attention's value (heads split) and its log-sum-exps, for the backward kernel
+  using k_t = heads_t<attention_type::kv_heads, typename attention_type::w_k_type>;
+  using v_t = heads_t<attention_type::kv_heads, typename attention_type::w_v_type>;
+  saved_attention<decltype(attention(std::declval<const decltype(q)&>(), detail::shared_kv<attention_type>(std::declval<const k_t&>()),
+                                     detail::shared_kv<attention_type>(std::declval<const v_t&>()), causal))>
+      att;
 };
 
 namespace detail {
@@ -199,13 +212,6 @@ template <bool Bias, class X, class W, class C>
 auto projection(const X& x, const W& w, const C& c) {
   if constexpr (Bias) return x * w + c;
   else return x * w;
-}
-// K or V heads as the queries read them: each of the kv_heads serves heads / kv_heads query heads (GQA).
-// (A reference to the tensor itself, never a copy: the backward finds its leaves by their memory.)
-template <class A, class E>
-decltype(auto) shared_kv(const E& e) {
-  if constexpr (A::group == 1) return (e);
-  else return repeat_heads<A::group>(e);
 }
 template <bool Bias, class W, class C>
 auto projection_params(W& w, C& c) {
@@ -229,7 +235,8 @@ X kept_backward(const B& b, const Acts& a, const X& dy, B& g) {
   // h = x + o w_o (+ b_o), o = merge_heads(attention(q, k, v, causal)), q = split_heads(a1 w_q (+ b_q)), ...
   const X d_o = sublayer_backward(projection<bias>(a.o, b.attn.w_o, b.attn.b_o), a.o, dh,
                                   projection_params<bias>(b.attn.w_o, b.attn.b_o), projection_params<bias>(g.attn.w_o, g.attn.b_o));
-  const auto [dq, dk, dv] = backward(attention(a.q, shared_kv<A>(a.k), shared_kv<A>(a.v), causal), split_heads<A::heads>(d_o), wrt(a.q, a.k, a.v));
+  const auto [dq, dk, dv] = backward(attention(a.q, shared_kv<A>(a.k), shared_kv<A>(a.v), causal), split_heads<A::heads>(d_o),
+                                     wrt(a.q, a.k, a.v), a.att);
   X da1 = sublayer_backward(projection<bias>(a.a1, b.attn.w_q, b.attn.b_q), a.a1, merge_heads(dq),
                             projection_params<bias>(b.attn.w_q, b.attn.b_q), projection_params<bias>(g.attn.w_q, g.attn.b_q));
   add_into(da1, sublayer_backward(projection<bias>(a.a1, b.attn.w_k, b.attn.b_k), a.a1, merge_heads(dk),
@@ -260,7 +267,8 @@ X block_forward(const B& b, const X& x, block_activations<B, X>& a, const contex
       a.q = evaluate(split_heads<A::heads>(detail::projection<bias>(a.a1, at.w_q, at.b_q)), ctx);
       a.k = evaluate(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_k, at.b_k)), ctx);
       a.v = evaluate(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_v, at.b_v)), ctx);
-      a.o = evaluate(merge_heads(attention(a.q, detail::shared_kv<A>(a.k), detail::shared_kv<A>(a.v), causal)), ctx);
+      a.att = attention_forward(attention(a.q, detail::shared_kv<A>(a.k), detail::shared_kv<A>(a.v), causal));
+      a.o = evaluate(merge_heads(a.att.o), ctx);
       a.h = evaluate(a.x + detail::projection<bias>(a.o, at.w_o, at.b_o), ctx);
       a.a2 = evaluate(b.ln_2(a.h), ctx);
       a.u = evaluate(b.mlp.up(a.a2), ctx);
