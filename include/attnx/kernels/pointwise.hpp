@@ -20,6 +20,8 @@
 
 namespace attnx::kernels {
 
+// The functions pointwise_map computes: the activations of expr/elementwise.hpp and the derivatives the backward
+// rules of silu and gelu_tanh read.
 enum class pointwise { tanh, sigmoid, silu, d_silu, gelu_tanh, d_gelu_tanh };
 
 // y[i] = f(x[i]) for i < n (y == x allowed), with instruction set i (one this CPU has). T: float or double.
