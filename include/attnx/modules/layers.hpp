@@ -97,6 +97,7 @@ using failed_layer_output = failed_expr<T, std::conditional_t<(S::rank >= 1), wi
 // ---- linear -----------------------------------------------------------------------------------------------
 template <class T, std::size_t In, std::size_t Out, bool Bias = true>
 struct linear {
+  using value_type = T;
   static constexpr std::size_t in_features = In, out_features = Out;
   static constexpr bool has_bias = Bias;
   tensor<T, In, Out> weight{};
@@ -114,6 +115,7 @@ struct linear {
 // ---- normalisations ----------------------------------------------------------------------------------------
 template <class T, std::size_t D>
 struct layer_norm {
+  using value_type = T;
   static constexpr std::size_t features = D;
   tensor<T, D> weight = ones();
   tensor<T, D> bias{};
@@ -130,6 +132,7 @@ struct layer_norm {
 // x / sqrt(mean(x^2) + eps) * gain, over the last axis (Llama's RMSNorm).
 template <class T, std::size_t D>
 struct rms_norm {
+  using value_type = T;
   static constexpr std::size_t features = D;
   tensor<T, D> weight = layer_norm<T, D>::ones();
   T eps = T(1e-6);
@@ -144,6 +147,7 @@ struct rms_norm {
 // ---- embedding -------------------------------------------------------------------------------------------
 template <class T, std::size_t Vocab, std::size_t D>
 struct embedding {
+  using value_type = T;
   static constexpr std::size_t vocab = Vocab, features = D;
   tensor<T, Vocab, D> weight{};
 
@@ -179,6 +183,7 @@ struct sinusoidal_encoding {
 // ---- feed-forward ----------------------------------------------------------------------------------------
 template <class T, std::size_t D, std::size_t Hidden, activation Act = activation::gelu, bool Gated = false, bool Bias = true>
 struct feed_forward {
+  using value_type = T;
   static constexpr std::size_t features = D, hidden = Hidden;
   static constexpr bool gated = Gated;
   static constexpr activation act = Act;

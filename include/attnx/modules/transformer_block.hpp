@@ -119,6 +119,7 @@ constexpr mha_options without_rope(mha_options o) {
 template <class T, std::size_t D, std::size_t Heads, std::size_t Hidden, activation Act = activation::gelu,
           norm_position Norm = norm_position::pre, mha_options Opt = mha_options{}, bool CrossAttention = false>
 struct transformer_block {
+  using value_type = T;
   using attention_type = multi_head_attention<T, D, Heads, Opt>;
   using cross_attention_type = multi_head_attention<T, D, Heads, detail::without_rope(Opt)>;
   using feed_forward_type = feed_forward<T, D, Hidden, Act>;
