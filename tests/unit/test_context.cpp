@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -329,4 +330,56 @@ BOOST_AUTO_TEST_CASE(fork_after_first_use) {
   // and the parent's pool still works
   const tensor<float, B, H, L, D> a = evaluate(attn(), two);
   BOOST_TEST(a == a0);
+}
+
+// Element-wise and row-wise trees of 2^16 elements or more run their rows on the context's threads (eval/assign.hpp):
+// the values of plain double loops, the same bits on 1 and 2 threads, and, on the workers, the caller's context (a
+// scalar instruction set gives the scalar bits, which differ from the vector tanh's).
+BOOST_AUTO_TEST_CASE(element_wise_rows_in_parallel) {
+  constexpr std::size_t N = 64;
+  const std::size_t R = 3001;  // an odd count: the last block of rows is short
+  tensor<float, dyn, N> x(R), y(R);
+  tensor<float, N> w, b;
+  std::mt19937 g(5);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = 2 * nd(g);
+  for (auto& v : y) v = nd(g);
+  for (auto& v : w) v = 1 + nd(g) / 4;
+  for (auto& v : b) v = nd(g);
+  const auto tree = [&] { return where(x > 0.5f, tanh(x) * 2.0f + y, y - b); };  // y - b broadcasts b over rows
+  context one, two, two_scalar, one_scalar;
+  one.set_threads(1);
+  two.set_threads(2);
+  one_scalar.set_threads(1).set_isa(simd::isa::scalar);
+  two_scalar.set_threads(2).set_isa(simd::isa::scalar);
+  const tensor<float, dyn, N> e1 = evaluate(tree(), one), e2 = evaluate(tree(), two);
+  const tensor<float, dyn, N> s1 = evaluate(tree(), one_scalar), s2 = evaluate(tree(), two_scalar);
+  const tensor<float, dyn, N> n1 = evaluate(layer_norm(x, w, b), one), n2 = evaluate(layer_norm(x, w, b), two);
+  const tensor<float, dyn, N> m1 = evaluate(softmax(x), one), m2 = evaluate(softmax(x), two);
+  BOOST_TEST(std::memcmp(e1.data(), e2.data(), R * N * sizeof(float)) == 0);
+  BOOST_TEST(std::memcmp(s1.data(), s2.data(), R * N * sizeof(float)) == 0);
+  BOOST_TEST(std::memcmp(n1.data(), n2.data(), R * N * sizeof(float)) == 0);
+  BOOST_TEST(std::memcmp(m1.data(), m2.data(), R * N * sizeof(float)) == 0);
+  std::size_t differ = 0;  // the vector tanh is not bit for bit the scalar one somewhere
+  for (std::size_t i = 0; i < R * N; ++i) differ += e2.data()[i] != s2.data()[i];
+  if (simd::best_supported() != simd::isa::scalar) BOOST_TEST(differ > 0u);
+  double worst = 0, worst_norm = 0, worst_softmax = 0;
+  for (std::size_t r = 0; r < R; ++r) {
+    double mean = 0, var = 0, top = -1e300, sum = 0;
+    for (std::size_t j = 0; j < N; ++j) mean += x(r, j) / double(N);
+    for (std::size_t j = 0; j < N; ++j) var += (x(r, j) - mean) * (x(r, j) - mean) / double(N);
+    for (std::size_t j = 0; j < N; ++j) top = std::max(top, double(x(r, j)));
+    for (std::size_t j = 0; j < N; ++j) sum += std::exp(double(x(r, j)) - top);
+    for (std::size_t j = 0; j < N; ++j) {
+      const double xv = x(r, j);
+      const double want = xv > 0.5 ? std::tanh(xv) * 2 + y(r, j) : double(y(r, j)) - b(j);
+      worst = std::max(worst, std::abs(e2(r, j) - want));
+      worst = std::max(worst, std::abs(s2(r, j) - want));
+      worst_norm = std::max(worst_norm, std::abs(n2(r, j) - ((xv - mean) / std::sqrt(var + 1e-5) * w(j) + b(j))));
+      worst_softmax = std::max(worst_softmax, std::abs(m2(r, j) - std::exp(xv - top) / sum));
+    }
+  }
+  BOOST_TEST(worst <= 2e-6);
+  BOOST_TEST(worst_norm <= 2e-5);
+  BOOST_TEST(worst_softmax <= 1e-6);
 }

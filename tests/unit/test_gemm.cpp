@@ -356,6 +356,18 @@ BOOST_AUTO_TEST_CASE(lhs_transposed) {
     tensor<double, M, N> Pd = transpose(v) * Bd;
     BOOST_TEST(close_to(Pd.data(), ref_matmul(xt, b, M, R, N), 1e-13));
   });
+  // A transpose large enough to be copied in bands of rows on 2 threads (R2 not a multiple of the 32-row band).
+  constexpr std::size_t R2 = 1037, M2 = 70, N2 = 9;
+  const dvec x2 = random_values(R2 * M2, 36), b2 = random_values(R2 * N2, 37);
+  dvec xt2(M2 * R2);
+  for (std::size_t i = 0; i < R2; ++i)
+    for (std::size_t j = 0; j < M2; ++j) xt2[j * R2 + i] = x2[i * M2 + j];
+  context two;
+  two.set_threads(2);
+  const auto X2 = make<tensor<float, R2, M2>>(x2);
+  const auto B2 = make<tensor<float, R2, N2>>(b2);
+  const tensor<float, M2, N2> P2 = evaluate(transpose(X2) * B2, two);
+  BOOST_TEST(close_to(P2.data(), ref_matmul(xt2, b2, M2, R2, N2), 1e-5));
 }
 
 BOOST_AUTO_TEST_CASE(lhs_expressions) {

@@ -52,10 +52,16 @@ struct direct_operand<transpose_expr<A>> {
     const T* src = e.operand().data();
     T* dst = buf.data();
     constexpr std::size_t tile = 32;  // (a tile of source rows and one of destination rows stay in L1)
-    for (std::size_t i0 = 0; i0 < r; i0 += tile)
+    // Bands of source rows on the context's threads (each writes its own columns of the copy) when the copy is
+    // large enough to pay for them.
+    const std::size_t bands = (r + tile - 1) / tile;
+    const unsigned slots = r * c >= (std::size_t(1) << 16) ? current_context().threads() : 1u;
+    exec::parallel_for(bands, slots, [&](std::size_t band, unsigned) {
+      const std::size_t i0 = band * tile;
       for (std::size_t j0 = 0; j0 < c; j0 += tile)
         for (std::size_t j = j0; j < alg::min(c, j0 + tile); ++j)
           for (std::size_t i = i0; i < alg::min(r, i0 + tile); ++i) dst[j * r + i] = src[i * c + j];
+    });
   }
   const T* data() const noexcept { return buf.data(); }
   kernels::detail::gemm_buffer<T> buf;
