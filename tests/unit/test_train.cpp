@@ -362,7 +362,7 @@ BOOST_AUTO_TEST_CASE(bad_batches_are_refused_before_anything_is_written) {
 }
 
 // Any block's backward against central differences of its forward: a pre-norm block with grouped-query attention
-// (4 query heads, 2 K/V heads) and RoPE, and a post-norm block without biases. The loss is sum(w o y) for a fixed w.
+// (4 query heads, 2 K/V heads) and RoPE, RoPE's other layout, and a post-norm block without biases. The loss is sum(w o y) for a fixed w.
 namespace {
 template <class Block>
 void check_block_against_differences(train::memory keep, bool kept) {
@@ -425,9 +425,12 @@ BOOST_AUTO_TEST_CASE(block_backward_grouped_queries_rope_and_post_norm) {
     BOOST_TEST_CONTEXT((keep == train::memory::keep ? "keep" : "recompute")) {
       check_block_against_differences<gqa>(keep, true);
       check_block_against_differences<no_bias>(keep, true);
-      // (these always recompute: RoPE, and a post-norm block)
+      // RoPE, both layouts, with grouped queries (q and k kept rotated)
       check_block_against_differences<nn::transformer_block<double, 8, 4, 16, nn::activation::gelu_tanh, nn::norm_position::pre,
-                                                            mha_options{.kv_heads = 2, .rope = rope_style::half}>>(keep, false);
+                                                            mha_options{.kv_heads = 2, .rope = rope_style::half}>>(keep, true);
+      check_block_against_differences<nn::transformer_block<double, 8, 2, 12, nn::activation::silu, nn::norm_position::pre,
+                                                            mha_options{.rope = rope_style::interleaved}>>(keep, true);
+      // (this one always recomputes: a post-norm block)
       check_block_against_differences<nn::transformer_block<double, 8, 2, 12, nn::activation::silu, nn::norm_position::post,
                                                             mha_options{.bias = false}>>(keep, false);
     }

@@ -11,12 +11,12 @@
 //
 // The gradients are derived from the model's own expressions (grad/backward.hpp), the attention by the fused
 // backward kernel. With memory::keep (the default) the forward keeps every activation the backward reads (the
-// normalised rows, Q, K, V, the attention's output, the MLP's pre-activation and activation) and each product, norm and the
+// normalised rows, Q and K (rotated with RoPE), V, the attention's output, the MLP's pre-activation and activation) and each product, norm and the
 // attention are differentiated on their own, so each matrix product runs once forward and its two gradient
 // products once backward. With memory::recompute it keeps two residual streams per block and differentiates each
 // sub-layer as a whole, x + attn(ln_1(x), causal) and h + mlp(ln_2(h)) (post-norm: ln_1(x + attn(x, causal)),
-// ln_2(h + mlp(h))), recomputing the rest: block-by-block recomputation, for memory. Blocks with RoPE, score variants
-// or a gated MLP, and post-norm blocks, always take the second form. The LM head is tied: its gradient is added to
+// ln_2(h + mlp(h))), recomputing the rest: block-by-block recomputation, for memory. Blocks with score variants or a
+// gated MLP, and post-norm blocks, always take the second form. The LM head is tied: its gradient is added to
 // wte's, and the caller re-ties after an optimizer step (model.tie_lm_head()).
 // Results are bit-identical for any thread count (the kernels' rule).
 //
@@ -151,14 +151,28 @@ template <class M>
 void check_model(const M&) {
   check_block<typename M::block_type>();
 }
-// Blocks whose training forward can keep every activation (memory::keep): pre-norm, attention without RoPE or
-// score variants, an MLP without a gate. Others recompute inside each sub-layer whatever the policy.
+// Blocks whose training forward can keep every activation (memory::keep): pre-norm, attention without score
+// variants (RoPE allowed), an MLP without a gate. Others recompute inside each sub-layer whatever the policy.
 template <class B>
 inline constexpr bool keeps_activations = [] {
   constexpr mha_options o = B::attention_type::options;
-  return B::norm == nn::norm_position::pre && o.rope == rope_style::none && o.softcap == 0 && o.window == 0 &&
-         !o.alibi && !o.sinks && !B::feed_forward_type::gated;
+  return B::norm == nn::norm_position::pre && o.softcap == 0 && o.window == 0 && !o.alibi && !o.sinks &&
+         !B::feed_forward_type::gated;
 }();
+// Query or key heads as the attention reads them: rotated by position with RoPE (as the module's attend does).
+template <class A, class E>
+auto rope(E&& e) {
+  constexpr mha_options o = A::options;
+  if constexpr (o.rope == rope_style::none) return std::forward<E>(e);
+  else return rotary(std::forward<E>(e), o.rope, 0, static_cast<double>(o.rope_base));
+}
+// d loss / d (heads before RoPE) from d loss / d (rotated heads) dr; t a tensor of the heads' type (RoPE is a
+// rotation per position: its backward reads only the positions, not t's values).
+template <class A, class H>
+H unrope(const H& t, H&& dr) {
+  if constexpr (A::options.rope == rope_style::none) return std::move(dr);
+  else return std::get<0>(backward(rope<A>(t), dr, wrt(t)));
+}
 // K or V heads as the queries read them: each of the kv_heads serves heads / kv_heads query heads (GQA).
 // (A reference to the tensor itself, never a copy: the backward finds its leaves by their memory.)
 template <class A, class E>
@@ -235,8 +249,10 @@ X kept_backward(const B& b, const Acts& a, const X& dy, B& g) {
   // h = x + o w_o (+ b_o), o = merge_heads(attention(q, k, v, causal)), q = split_heads(a1 w_q (+ b_q)), ...
   const X d_o = sublayer_backward(projection<bias>(a.o, b.attn.w_o, b.attn.b_o), a.o, dh,
                                   projection_params<bias>(b.attn.w_o, b.attn.b_o), projection_params<bias>(g.attn.w_o, g.attn.b_o));
-  const auto [dq, dk, dv] = backward(attention(a.q, shared_kv<A>(a.k), shared_kv<A>(a.v), causal), split_heads<A::heads>(d_o),
-                                     wrt(a.q, a.k, a.v), a.att);
+  auto [dq_r, dk_r, dv] = backward(attention(a.q, shared_kv<A>(a.k), shared_kv<A>(a.v), causal), split_heads<A::heads>(d_o),
+                                   wrt(a.q, a.k, a.v), a.att);
+  const auto dq = unrope<A>(a.q, std::move(dq_r));  // (q and k are kept rotated)
+  const auto dk = unrope<A>(a.k, std::move(dk_r));
   X da1 = sublayer_backward(projection<bias>(a.a1, b.attn.w_q, b.attn.b_q), a.a1, merge_heads(dq),
                             projection_params<bias>(b.attn.w_q, b.attn.b_q), projection_params<bias>(g.attn.w_q, g.attn.b_q));
   add_into(da1, sublayer_backward(projection<bias>(a.a1, b.attn.w_k, b.attn.b_k), a.a1, merge_heads(dk),
@@ -249,8 +265,7 @@ X kept_backward(const B& b, const Acts& a, const X& dy, B& g) {
 }  // namespace detail
 
 // y = block(x, causal), as nn::transformer_block::forward(x, causal) computes it, keeping what the backward reads
-// in a: with memory::keep everything, where the block allows it (pre-norm, no RoPE, no score variants, no gated
-// MLP); else x and h.
+// in a: with memory::keep everything, where the block allows it (pre-norm, no score variants, no gated MLP); else x and h.
 template <class B, class X>
 X block_forward(const B& b, const X& x, block_activations<B, X>& a, const context& ctx = current_context(),
                 memory keep = memory::keep) {
@@ -264,8 +279,8 @@ X block_forward(const B& b, const X& x, block_activations<B, X>& a, const contex
       const auto& at = b.attn;
       a.kept = true;
       a.a1 = evaluate(b.ln_1(a.x), ctx);
-      a.q = evaluate(split_heads<A::heads>(detail::projection<bias>(a.a1, at.w_q, at.b_q)), ctx);
-      a.k = evaluate(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_k, at.b_k)), ctx);
+      a.q = evaluate(detail::rope<A>(split_heads<A::heads>(detail::projection<bias>(a.a1, at.w_q, at.b_q))), ctx);
+      a.k = evaluate(detail::rope<A>(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_k, at.b_k))), ctx);
       a.v = evaluate(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_v, at.b_v)), ctx);
       a.att = attention_forward(attention(a.q, detail::shared_kv<A>(a.k), detail::shared_kv<A>(a.v), causal));
       a.o = evaluate(merge_heads(a.att.o), ctx);
