@@ -8,8 +8,9 @@
 // assign_into(dst, e) walks the rows of e's shape: begin_row(r), then dst[r][j] = at(j) for each j.
 // Element-wise chains are therefore a single loop; row-wise nodes fill one-row buffers in
 // begin_row. At run time, element-wise and row-wise trees over operands in memory (detail::row_parallel) of
-// 2^16 elements or more run their rows in blocks on the context's threads. Nothing of size rows x cols is ever allocated unless an operand that is read at random
-// (the rhs of a product) is itself an unevaluated expression. Results always go to fresh storage
+// exec::parallel_min_elements or more run their rows in blocks on the context's threads. Nothing of size
+// rows x cols is ever allocated unless an operand that is read at random (the rhs of a product) is itself an
+// unevaluated expression. Results always go to fresh storage
 // (tensor construction / assignment evaluates into a new buffer), so `a = a * b` is safe.
 //
 // How it runs (threads, instruction set, fused path on or off) is the current context's
@@ -74,14 +75,12 @@ struct row_parallel<softmax_expr<A>> : row_parallel<A> {};
 template <class A>
 struct row_parallel<log_softmax_expr<A>> : row_parallel<A> {};
 
-// Below this many elements one thread does the whole loop (a thread's start costs more than the work).
-inline constexpr std::size_t parallel_rows_min_elements = std::size_t(1) << 16;
-
 // The row loop of assign_into in blocks of rows over the context's threads, an evaluator per thread made on first
 // use under the same context. Each row is computed as on one thread: the result is the same bits for any count.
 template <class T, class E>
 void assign_rows_parallel(T* dst, const E& e, std::size_t rows, std::size_t cols, const context& ctx) {
-  const std::size_t per_block = alg::max<std::size_t>(1, (std::size_t(1) << 14) / alg::max<std::size_t>(cols, 1));
+  constexpr std::size_t block_elements = std::size_t(1) << 14;  // (a block of rows: enough blocks to balance)
+  const std::size_t per_block = alg::max<std::size_t>(1, block_elements / alg::max<std::size_t>(cols, 1));
   const std::size_t blocks = (rows + per_block - 1) / per_block;
   const unsigned slots = ctx.threads();
   std::vector<std::optional<evaluator<E>>> evs(slots);
@@ -131,7 +130,7 @@ constexpr void assign_into(T* dst, const E& e) {
   const extent_value<S::rows> rows(dims_rows(d));
   const extent_value<S::cols> cols(dims_cols(d));
   if constexpr (detail::row_parallel<E>::value) {
-    if (!std::is_constant_evaluated() && rows.value > 1 && rows.value * cols.value >= detail::parallel_rows_min_elements) {
+    if (!std::is_constant_evaluated() && rows.value > 1 && rows.value * cols.value >= exec::parallel_min_elements) {
       const context& ctx = current_context();
       if (ctx.threads() > 1) return detail::assign_rows_parallel(dst, e, rows.value, cols.value, ctx);
     }

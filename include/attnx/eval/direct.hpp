@@ -39,13 +39,13 @@ struct lhs_in_memory<transpose_expr<A>> : std::true_type {};
 // The operand of the direct path: A in memory, read in place (dense_operand), or transpose(X) copied transposed.
 template <class A>
 struct direct_operand : dense_operand<A> {
-  using dense_operand<A>::dense_operand;
+  direct_operand(const A& e, const context&) : dense_operand<A>(e) {}
 };
 template <class A>
   requires dense_terminal<A> && (shape_of_t<A>::rank == 2)
 struct direct_operand<transpose_expr<A>> {
   using T = value_t<A>;
-  explicit direct_operand(const transpose_expr<A>& e) {
+  direct_operand(const transpose_expr<A>& e, const context& ctx) {
     const auto d = dims_of(e.operand());
     const std::size_t r = d[0], c = d[1];
     buf.allocate(r * c);
@@ -55,7 +55,7 @@ struct direct_operand<transpose_expr<A>> {
     // Bands of source rows on the context's threads (each writes its own columns of the copy) when the copy is
     // large enough to pay for them.
     const std::size_t bands = (r + tile - 1) / tile;
-    const unsigned slots = r * c >= (std::size_t(1) << 16) ? current_context().threads() : 1u;
+    const unsigned slots = r * c >= exec::parallel_min_elements ? ctx.threads() : 1u;
     exec::parallel_for(bands, slots, [&](std::size_t band, unsigned) {
       const std::size_t i0 = band * tile;
       for (std::size_t j0 = 0; j0 < c; j0 += tile)
@@ -124,7 +124,7 @@ void run(T* dst, const E& e, const context& ctx) {
   const std::size_t M = da[ra - 2], K = da[ra - 1], N = dims_cols(dims_of(m.rhs()));
   const std::size_t rows = dims_rows(da);
   const std::size_t rows_per_b = P::batched_rhs ? M : rows;
-  const direct_operand<A> a(m.lhs());
+  const direct_operand<A> a(m.lhs(), ctx);
   const dense_operand<B> b(m.rhs());
   const std::size_t nb = P::batched_rhs ? rows / M : 1;
   if (!ctx.blocked_gemm() || rows_per_b < kernels::gemm_direct_min_rows || K == 0 || N == 0) {

@@ -133,6 +133,9 @@ class context_scope {
 
 namespace exec {
 
+// Element loops shorter than this stay on the calling thread (handing work to another costs more than the work).
+inline constexpr std::size_t parallel_min_elements = std::size_t(1) << 16;
+
 // body(i, slot) for every i in [0, count), on up to `slots` threads (the caller is slot 0; each slot is
 // one thread, so per-slot scratch indexed by slot needs no locking). Items are handed out in order
 // from a shared counter: put the longest first for balance. Returns the number of slots that ran.

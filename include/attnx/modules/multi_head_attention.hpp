@@ -495,6 +495,17 @@ class multi_head_attention {
     check_rows_input(x, cache, rows, "multi_head_attention::attend_memory");
   }
 
+  // Query or key heads (.., L, d_k) as this module's attention reads them: rotated by position with its RoPE when
+  // Rotate (self-attention), else as they are (training keeps them rotated: train/gpt2.hpp).
+  template <bool Rotate, class E>
+  static constexpr auto rotate(E&& e) {
+    if constexpr (!Rotate || Opt.rope == rope_style::none) {
+      return std::forward<E>(e);
+    } else {
+      return rotary(std::forward<E>(e), Opt.rope, 0, static_cast<double>(Opt.rope_base));
+    }
+  }
+
  private:
   // The run-time rules of x (B, n, d_model) or (n, d_model) against a cache (features; the cache's batch, or item b
   // within it), before anything runs; returns the item count and the rows per item.
@@ -877,14 +888,6 @@ class multi_head_attention {
       return std::forward<E>(e);
     } else {
       return repeat_heads<group>(std::forward<E>(e));
-    }
-  }
-  template <bool Rotate, class E>
-  static constexpr auto rotate(E&& e) {
-    if constexpr (!Rotate || Opt.rope == rope_style::none) {
-      return std::forward<E>(e);
-    } else {
-      return rotary(std::forward<E>(e), Opt.rope, 0, static_cast<double>(Opt.rope_base));
     }
   }
   // Rotate: RoPE (self-attention only: the positions of two different sequences have no relative meaning).

@@ -11,9 +11,9 @@
 //
 // The gradients are derived from the model's own expressions (grad/backward.hpp), the attention by the fused
 // backward kernel. With memory::keep (the default) the forward keeps every activation the backward reads (the
-// normalised rows, Q and K (rotated with RoPE), V, the attention's output, the MLP's pre-activation and activation) and each product, norm and the
-// attention are differentiated on their own, so each matrix product runs once forward and its two gradient
-// products once backward. With memory::recompute it keeps two residual streams per block and differentiates each
+// normalised rows, Q and K (rotated with RoPE), V, the attention's output, the MLP's pre-activation and
+// activation) and each product, norm and the attention are differentiated on their own, so each matrix product
+// runs once forward and its two gradient products once backward. With memory::recompute it keeps two residual streams per block and differentiates each
 // sub-layer as a whole, x + attn(ln_1(x), causal) and h + mlp(ln_2(h)) (post-norm: ln_1(x + attn(x, causal)),
 // ln_2(h + mlp(h))), recomputing the rest: block-by-block recomputation, for memory. Blocks with score variants or a
 // gated MLP, and post-norm blocks, always take the second form. The LM head is tied: its gradient is added to
@@ -159,19 +159,12 @@ inline constexpr bool keeps_activations = [] {
   return B::norm == nn::norm_position::pre && o.softcap == 0 && o.window == 0 && !o.alibi && !o.sinks &&
          !B::feed_forward_type::gated;
 }();
-// Query or key heads as the attention reads them: rotated by position with RoPE (as the module's attend does).
-template <class A, class E>
-auto rope(E&& e) {
-  constexpr mha_options o = A::options;
-  if constexpr (o.rope == rope_style::none) return std::forward<E>(e);
-  else return rotary(std::forward<E>(e), o.rope, 0, static_cast<double>(o.rope_base));
-}
 // d loss / d (heads before RoPE) from d loss / d (rotated heads) dr; t a tensor of the heads' type (RoPE is a
 // rotation per position: its backward reads only the positions, not t's values).
 template <class A, class H>
 H unrope(const H& t, H&& dr) {
   if constexpr (A::options.rope == rope_style::none) return std::move(dr);
-  else return std::get<0>(backward(rope<A>(t), dr, wrt(t)));
+  else return std::get<0>(backward(A::template rotate<true>(t), dr, wrt(t)));
 }
 // K or V heads as the queries read them: each of the kv_heads serves heads / kv_heads query heads (GQA).
 // (A reference to the tensor itself, never a copy: the backward finds its leaves by their memory.)
@@ -265,7 +258,8 @@ X kept_backward(const B& b, const Acts& a, const X& dy, B& g) {
 }  // namespace detail
 
 // y = block(x, causal), as nn::transformer_block::forward(x, causal) computes it, keeping what the backward reads
-// in a: with memory::keep everything, where the block allows it (pre-norm, no score variants, no gated MLP); else x and h.
+// in a: with memory::keep everything, where the block allows it (pre-norm, no score variants, no gated MLP);
+// else x and h.
 template <class B, class X>
 X block_forward(const B& b, const X& x, block_activations<B, X>& a, const context& ctx = current_context(),
                 memory keep = memory::keep) {
@@ -279,8 +273,10 @@ X block_forward(const B& b, const X& x, block_activations<B, X>& a, const contex
       const auto& at = b.attn;
       a.kept = true;
       a.a1 = evaluate(b.ln_1(a.x), ctx);
-      a.q = evaluate(detail::rope<A>(split_heads<A::heads>(detail::projection<bias>(a.a1, at.w_q, at.b_q))), ctx);
-      a.k = evaluate(detail::rope<A>(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_k, at.b_k))), ctx);
+      a.q = evaluate(A::template rotate<true>(split_heads<A::heads>(detail::projection<bias>(a.a1, at.w_q, at.b_q))),
+                     ctx);
+      a.k = evaluate(A::template rotate<true>(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_k, at.b_k))),
+                     ctx);
       a.v = evaluate(split_heads<A::kv_heads>(detail::projection<bias>(a.a1, at.w_v, at.b_v)), ctx);
       a.att = attention_forward(attention(a.q, detail::shared_kv<A>(a.k), detail::shared_kv<A>(a.v), causal));
       a.o = evaluate(merge_heads(a.att.o), ctx);

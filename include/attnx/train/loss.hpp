@@ -32,6 +32,14 @@ namespace attnx::train {
 // The target that marks a row to leave out (PyTorch's default ignore_index).
 inline constexpr std::int32_t default_ignore_index = -100;
 
+// The targets a loss counts, those that are not ignore_index: the loss is their mean (what data-parallel training
+// weights a rank by, train/mpi.hpp).
+inline std::size_t count_targets(std::span<const std::int32_t> targets, std::int32_t ignore_index = default_ignore_index) {
+  std::size_t n = 0;
+  for (const std::int32_t t : targets) n += t != ignore_index;
+  return n;
+}
+
 namespace detail {
 inline void check_targets(std::size_t rows, std::size_t classes, std::span<const std::int32_t> targets,
                           std::int32_t ignore) {
@@ -51,8 +59,7 @@ inline void check_targets(std::size_t rows, std::size_t classes, std::span<const
 template <bool Backward, class T>
 T cross_entropy(T* x, std::size_t rows, std::size_t classes, std::span<const std::int32_t> targets, std::int32_t ignore) {
   check_targets(rows, classes, targets, ignore);
-  std::size_t counted = 0;
-  for (std::size_t r = 0; r < rows; ++r) counted += targets[r] != ignore;
+  const std::size_t counted = count_targets(targets, ignore);
   const T scale = counted ? T(1) / T(counted) : T(0);
   double total = 0;
   for (std::size_t r = 0; r < rows; ++r) {

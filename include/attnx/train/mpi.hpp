@@ -25,11 +25,9 @@
 
 #include <mpi.h>
 
-#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -97,14 +95,7 @@ inline void check_same_count(std::size_t n, MPI_Comm comm, const char* what) {
 }
 }  // namespace detail::mpi
 
-// The targets a loss counts: those that are not ignore_index (what all_reduce_gradients weights a rank by).
-inline std::size_t count_targets(std::span<const std::int32_t> targets, std::int32_t ignore_index = default_ignore_index) {
-  std::size_t n = 0;
-  for (const std::int32_t t : targets) n += t != ignore_index;
-  return n;
-}
-
-// grads (this rank's gradients of its loss, a mean over its `counted` targets) become the gradients of the global
+// grads (this rank's gradients of its loss, a mean over its `counted` targets: count_targets) become the gradients of the global
 // loss, the same on every rank; returns the global loss. With no target counted anywhere, gradients and loss are 0.
 // Throws std::runtime_error when the ranks' modules differ in size, or when an MPI call fails.
 template <class M>
